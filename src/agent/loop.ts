@@ -1,0 +1,241 @@
+import { CancelledError, SandboxError } from '../sandbox/errors.ts';
+import type { ToolResult } from '../sandbox/sandbox.ts';
+import { ModelError, type ModelClient, type RetryRecord } from './model-client.ts';
+import { SYSTEM_PROMPT, buildUserMessage } from './prompt.ts';
+import { interpretResponse, type StoredAssistantMessage, type ToolMessage } from './response.ts';
+import { LEAF_TOOLS } from './tools.ts';
+import type { StepRecord, ToolStepRecord, TrajectorySink } from './trajectory.ts';
+
+export type ExitReason = 'agent' | 'max_turns' | 'max_context_len' | 'max_tokens_per_turn' | 'max_time' | 'llm_query_error' | 'tool_error' | 'cancelled';
+
+export interface AgentBudgets {
+  maxSteps: number;
+  maxContextTokens: number;
+  maxTokensPerTurn: number;
+  /** Wall-clock budget, checked before each model call. */
+  maxWallSeconds: number;
+  /** Longest Bash timeout the model may ask for; longer requests are cut to this. */
+  bashTimeoutCapSeconds: number;
+}
+
+export interface ToolExecutor {
+  tool(name: string, rawArguments: string, bashCapSeconds: number): Promise<ToolResult>;
+}
+
+export interface AgentProgress {
+  step: number;
+  tokens: number;
+  lastTool?: string;
+}
+
+export interface AgentRunInput {
+  title: string;
+  body: string;
+  model: string;
+  client: ModelClient;
+  tools: ToolExecutor;
+  budgets: AgentBudgets;
+  trajectory: TrajectorySink;
+  signal?: AbortSignal | undefined;
+  onProgress?: (p: AgentProgress) => void;
+}
+
+export interface AgentUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  cached_tokens: number;
+}
+
+export interface AgentRunResult {
+  exitReason: ExitReason;
+  steps: number;
+  finalAnswer: string;
+  usage: AgentUsage;
+  /** Context tracked at the end: last usage.total_tokens plus an estimate of tool output since. */
+  contextTokens: number;
+  retries: number;
+  warnings: string[];
+  durationMs: number;
+  error?: string;
+}
+
+type Message = { role: 'system' | 'user'; content: string } | StoredAssistantMessage | ToolMessage;
+
+// Tool output appended after the last response is not counted by the server yet; estimate it.
+const estimateTokens = (text: string): number => Math.ceil(text.length / 4);
+
+/**
+ * The Leaf loop, exactly: one system and one user message, the five tools, fixed request settings,
+ * an append-only history sent back byte for byte (so the server's prefix cache hits every turn),
+ * sequential tool execution, and the reference's end conditions and exit reasons.
+ */
+export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
+  const { budgets, signal } = input;
+  const started = Date.now();
+  const messages: Message[] = [
+    { role: 'system', content: SYSTEM_PROMPT },
+    { role: 'user', content: buildUserMessage(input.title, input.body) },
+  ];
+  const usage: AgentUsage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cached_tokens: 0 };
+  const warnings = new Set<string>();
+  let steps = 0;
+  let tracked = 0;
+  let retries = 0;
+  let finalAnswer = '';
+
+  const finish = (exitReason: ExitReason, error?: string): AgentRunResult => ({
+    exitReason,
+    steps,
+    finalAnswer,
+    usage,
+    contextTokens: tracked,
+    retries,
+    warnings: [...warnings],
+    durationMs: Date.now() - started,
+    ...(error ? { error } : {}),
+  });
+
+  for (;;) {
+    if (signal?.aborted) return finish('cancelled');
+    if (steps >= budgets.maxSteps) return finish('max_turns');
+    if (tracked >= budgets.maxContextTokens) return finish('max_context_len');
+    if ((Date.now() - started) / 1000 >= budgets.maxWallSeconds) return finish('max_time');
+
+    steps++;
+    const stepStarted = new Date();
+    const stepRetries: RetryRecord[] = [];
+    const record: StepRecord = {
+      step: steps,
+      started_at: stepStarted.toISOString(),
+      model_ms: 0,
+      attempts: 0,
+      retries: stepRetries,
+      usage: null,
+      finish_reason: '',
+      assistant: { role: 'assistant', content: '' },
+      rescued_tool_calls: false,
+      tools: [],
+      warnings: [],
+    };
+
+    let outcome;
+    try {
+      outcome = await input.client.complete(requestBody(input.model, messages, budgets), signal, (r) => {
+        stepRetries.push(r);
+        retries++;
+      });
+    } catch (err) {
+      record.model_ms = Date.now() - stepStarted.getTime();
+      if (err instanceof CancelledError) {
+        record.error = 'cancelled while waiting for the model';
+        input.trajectory.write(record);
+        return finish('cancelled');
+      }
+      const message = err instanceof ModelError ? err.message : `unexpected model client error: ${(err as Error).message}`;
+      record.error = message;
+      input.trajectory.write(record);
+      return finish('llm_query_error', message);
+    }
+    record.model_ms = Date.now() - stepStarted.getTime();
+    record.attempts = outcome.attempts;
+
+    if (outcome.kind === 'context_length') {
+      // The server refused the prompt as too long: end gracefully, the work so far still counts.
+      record.error = `context length exceeded: ${outcome.message}`;
+      record.finish_reason = 'context_length';
+      input.trajectory.write(record);
+      return finish('max_context_len');
+    }
+
+    const turn = interpretResponse(outcome.completion, LEAF_TOOLS.map((t) => t.function) as never);
+    const u = outcome.completion.usage;
+    if (u) {
+      const cached = (u as { prompt_tokens_details?: { cached_tokens?: number } }).prompt_tokens_details?.cached_tokens;
+      record.usage = {
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        total_tokens: u.total_tokens,
+        ...(typeof cached === 'number' ? { cached_tokens: cached } : {}),
+      };
+      usage.prompt_tokens += u.prompt_tokens;
+      usage.completion_tokens += u.completion_tokens;
+      usage.total_tokens += u.total_tokens;
+      usage.cached_tokens += cached ?? 0;
+      tracked = u.total_tokens;
+    } else {
+      tracked += estimateTokens(JSON.stringify(turn.message));
+    }
+    record.finish_reason = turn.finishReason;
+    record.assistant = turn.message;
+    record.rescued_tool_calls = turn.rescued;
+    record.warnings = turn.warnings;
+    for (const w of turn.warnings) warnings.add(w);
+    messages.push(turn.message);
+    finalAnswer = turn.message.content;
+
+    if (turn.finishReason === 'length') {
+      input.trajectory.write(record);
+      return finish('max_tokens_per_turn');
+    }
+    if (turn.calls.length === 0) {
+      input.trajectory.write(record);
+      return finish('agent');
+    }
+
+    for (const call of turn.calls) {
+      if (signal?.aborted) {
+        input.trajectory.write(record);
+        return finish('cancelled');
+      }
+      const toolStarted = Date.now();
+      let result: ToolResult;
+      try {
+        result = await input.tools.tool(call.function.name, call.function.arguments, budgets.bashTimeoutCapSeconds);
+      } catch (err) {
+        input.trajectory.write(record);
+        if (signal?.aborted || err instanceof CancelledError) return finish('cancelled');
+        const message = err instanceof SandboxError ? err.message : `tool execution failed: ${(err as Error).message}`;
+        return finish('tool_error', message);
+      }
+      const toolRecord: ToolStepRecord = {
+        id: call.id,
+        name: call.function.name,
+        arguments: call.function.arguments,
+        observation: result.observation,
+        duration_ms: Date.now() - toolStarted,
+      };
+      if (Object.keys(result.meta).length > 0) toolRecord.meta = result.meta;
+      if (result.meta.capped) {
+        const w = `a Bash call asked for a timeout above the cap; it ran with ${budgets.bashTimeoutCapSeconds}s (LILYPAD_BASH_TIMEOUT_CAP_SECONDS)`;
+        record.warnings.push(w);
+        warnings.add(w);
+      }
+      record.tools.push(toolRecord);
+      messages.push({ role: 'tool', tool_call_id: call.id, content: result.observation });
+      tracked += estimateTokens(result.observation);
+      input.onProgress?.({ step: steps, tokens: tracked, lastTool: call.function.name });
+    }
+    input.trajectory.write(record);
+    input.onProgress?.({ step: steps, tokens: tracked });
+  }
+}
+
+/** The request exactly as Leaf sends it; the extra sampling fields go as top-level keys. */
+function requestBody(model: string, messages: Message[], budgets: AgentBudgets): Record<string, unknown> {
+  return {
+    model,
+    messages,
+    tools: LEAF_TOOLS,
+    tool_choice: 'auto',
+    parallel_tool_calls: true,
+    temperature: 0.6,
+    max_completion_tokens: budgets.maxTokensPerTurn,
+    top_p: 0.95,
+    top_k: 20,
+    min_p: 0,
+    presence_penalty: 0,
+    repetition_penalty: 1,
+    chat_template_kwargs: { enable_thinking: true },
+  };
+}

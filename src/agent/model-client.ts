@@ -1,0 +1,170 @@
+import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
+import type { ChatCompletion } from 'openai/resources/chat/completions';
+import { CancelledError, reasonText } from '../sandbox/errors.ts';
+
+/** The model endpoint failed in a way that retrying will not fix, or retries ran out. */
+export class ModelError extends Error {
+  override name = 'ModelError';
+  constructor(
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message);
+  }
+}
+
+export interface RetryRecord {
+  attempt: number;
+  error: string;
+  status?: number;
+  waitMs: number;
+  at: string;
+}
+
+export type CompletionOutcome =
+  | { kind: 'ok'; completion: ChatCompletion; attempts: number }
+  | { kind: 'context_length'; message: string; attempts: number };
+
+export interface ModelClientOptions {
+  baseURL: string;
+  apiKey?: string | undefined;
+  /** Per-request timeout. A 4B model writing 8192 tokens takes minutes on a busy GPU. */
+  timeoutMs: number;
+  /** Retries after the first attempt, for connection errors, 429 and 5xx only. */
+  maxRetries: number;
+  /** First backoff delay; doubles per retry up to 30 s. */
+  retryBaseMs?: number;
+}
+
+const CONTEXT_LENGTH_RE = /context length|maximum context length|reduce the length|context window|too many tokens/i;
+
+/**
+ * The chat-completions client. The SDK's own retries are off: a retry re-runs a whole GPU
+ * generation, so Lilypad decides when to retry and records every retry in the trajectory.
+ */
+export class ModelClient {
+  private readonly sdk: OpenAI;
+  private lastErrorBody = '';
+  private readonly retryBaseMs: number;
+
+  constructor(private readonly options: ModelClientOptions) {
+    this.retryBaseMs = options.retryBaseMs ?? 1000;
+    this.sdk = new OpenAI({
+      baseURL: options.baseURL,
+      // Servers without auth accept any key; the SDK insists on a non-empty one.
+      apiKey: options.apiKey ?? 'no-key',
+      maxRetries: 0,
+      timeout: options.timeoutMs,
+      // SGLang's error bodies lack the top-level `error` key, so the SDK drops their text; keep the
+      // raw body of every failed response to classify it (context-length rejections in particular).
+      fetch: async (url: string | URL | Request, init?: RequestInit) => {
+        const res = await fetch(url, init);
+        if (!res.ok) this.lastErrorBody = await res.clone().text().catch(() => '');
+        return res;
+      },
+    });
+  }
+
+  get baseURL(): string {
+    return this.options.baseURL;
+  }
+
+  /** Lists the served model ids (GET /v1/models). */
+  async listModels(signal?: AbortSignal): Promise<Array<{ id: string; max_model_len?: number }>> {
+    const page = await this.sdk.models.list(signal ? { signal } : {});
+    return page.data.map((m) => m as unknown as { id: string; max_model_len?: number });
+  }
+
+  /** The configured model, or the first id the server lists. */
+  async resolveModel(configured: string | undefined, signal?: AbortSignal): Promise<string> {
+    if (configured) return configured;
+    let models: Array<{ id: string }>;
+    try {
+      models = await this.listModels(signal);
+    } catch (err) {
+      throw new ModelError(
+        `could not list models at ${this.options.baseURL}/models: ${describe(err, '')}. ` +
+          'Check OPENAI_BASE_URL (it should end in /v1) and that the server is running, or set LILYPAD_MODEL.',
+      );
+    }
+    const first = models[0]?.id;
+    if (!first) throw new ModelError(`the server at ${this.options.baseURL} lists no models; set LILYPAD_MODEL`);
+    return first;
+  }
+
+  async complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void): Promise<CompletionOutcome> {
+    for (let attempt = 1; ; attempt++) {
+      if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
+      this.lastErrorBody = '';
+      try {
+        const completion = (await this.sdk.chat.completions.create(
+          body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming,
+          signal ? { signal } : {},
+        )) as ChatCompletion;
+        if (!completion || !Array.isArray(completion.choices) || completion.choices.length === 0) {
+          throw new ModelError(`the model server returned a response without choices: ${JSON.stringify(completion).slice(0, 300)}`);
+        }
+        return { kind: 'ok', completion, attempts: attempt };
+      } catch (err) {
+        if (err instanceof APIUserAbortError || signal?.aborted) throw new CancelledError(reasonText(signal?.reason));
+        if (err instanceof ModelError) throw err;
+        const status = err instanceof APIError ? err.status : undefined;
+        const text = describe(err, this.lastErrorBody);
+        if (status === 400 && CONTEXT_LENGTH_RE.test(text)) return { kind: 'context_length', message: text, attempts: attempt };
+        const retryable = err instanceof APIConnectionError || status === 408 || status === 429 || (status !== undefined && status >= 500);
+        if (!retryable || attempt > this.options.maxRetries) {
+          throw new ModelError(explain(status, text, attempt), status);
+        }
+        const waitMs = backoff(attempt, this.retryBaseMs, err instanceof APIError ? err.headers : undefined);
+        onRetry({ attempt, error: text, ...(status !== undefined ? { status } : {}), waitMs, at: new Date().toISOString() });
+        await sleep(waitMs, signal);
+      }
+    }
+  }
+}
+
+function describe(err: unknown, rawBody: string): string {
+  const base = err instanceof Error ? err.message : String(err);
+  const body = rawBody.trim();
+  if (!body || base.includes(body.slice(0, 60))) return base;
+  let inner = body;
+  try {
+    const parsed = JSON.parse(body) as { message?: unknown; error?: { message?: unknown } };
+    inner = String(parsed.error?.message ?? parsed.message ?? body);
+  } catch {
+    /* not JSON: keep the text */
+  }
+  return `${base}: ${inner.slice(0, 1000)}`;
+}
+
+function explain(status: number | undefined, text: string, attempts: number): string {
+  const tries = attempts > 1 ? ` (after ${attempts} attempts)` : '';
+  if (/auto.? tool choice requires/i.test(text)) {
+    return `the model server rejected tool calling${tries}: ${text}. Start vLLM with --enable-auto-tool-choice --tool-call-parser qwen3_coder.`;
+  }
+  if (status === 401 || status === 403) return `the model server refused the request (HTTP ${status})${tries}: ${text}. Check OPENAI_API_KEY.`;
+  if (status === 404) return `the model server answered 404${tries}: ${text}. Check OPENAI_BASE_URL (it should end in /v1) and LILYPAD_MODEL.`;
+  if (status === undefined) return `could not reach the model server${tries}: ${text}. Check OPENAI_BASE_URL and that the server is up.`;
+  return `the model server failed (HTTP ${status})${tries}: ${text}`;
+}
+
+function backoff(attempt: number, baseMs: number, headers: Headers | undefined): number {
+  const retryAfter = Number(headers?.get?.('retry-after'));
+  if (Number.isFinite(retryAfter) && retryAfter > 0) return Math.min(retryAfter * 1000, 60_000);
+  const exp = Math.min(baseMs * 2 ** (attempt - 1), 30_000);
+  return Math.round(exp * (0.8 + Math.random() * 0.4));
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(new CancelledError(reasonText(signal?.reason)));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,62 @@
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { SecretScanner } from '../observability/secrets.ts';
+import type { RetryRecord } from './model-client.ts';
+import type { StoredAssistantMessage } from './response.ts';
+
+export interface ToolStepRecord {
+  id: string;
+  name: string;
+  arguments: string;
+  observation: string;
+  duration_ms: number;
+  meta?: Record<string, unknown>;
+}
+
+/** One line of trajectory.jsonl: one model call and the tool calls it led to. */
+export interface StepRecord {
+  step: number;
+  started_at: string;
+  model_ms: number;
+  attempts: number;
+  retries: RetryRecord[];
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number; cached_tokens?: number } | null;
+  finish_reason: string;
+  assistant: StoredAssistantMessage;
+  rescued_tool_calls: boolean;
+  tools: ToolStepRecord[];
+  warnings: string[];
+  error?: string;
+}
+
+export interface TrajectorySink {
+  write(record: StepRecord): void;
+  close(): Promise<void>;
+}
+
+/** Appends redacted step records to a JSON-lines file. */
+export class JsonlTrajectory implements TrajectorySink {
+  private readonly stream: WriteStream;
+
+  constructor(
+    file: string,
+    private readonly scanner: SecretScanner,
+  ) {
+    this.stream = createWriteStream(file, { flags: 'w' });
+  }
+
+  write(record: StepRecord): void {
+    this.stream.write(`${JSON.stringify(this.scanner.redactDeep(record))}\n`);
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => this.stream.end(resolve));
+  }
+}
+
+export class MemoryTrajectory implements TrajectorySink {
+  readonly records: StepRecord[] = [];
+  write(record: StepRecord): void {
+    this.records.push(record);
+  }
+  async close(): Promise<void> {}
+}

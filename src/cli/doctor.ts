@@ -1,0 +1,196 @@
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { loadEnv, type Env } from '../config/env.ts';
+import { ModelClient } from '../agent/model-client.ts';
+import { interpretResponse } from '../agent/response.ts';
+import { LEAF_TOOLS } from '../agent/tools.ts';
+import { Sandbox, createDockerClient } from '../sandbox/sandbox.ts';
+
+export type CheckStatus = 'OK' | 'WARN' | 'FAIL';
+export interface CheckResult {
+  name: string;
+  status: CheckStatus;
+  detail: string;
+  fix?: string;
+}
+
+const ok = (name: string, detail: string): CheckResult => ({ name, status: 'OK', detail });
+const warn = (name: string, detail: string, fix: string): CheckResult => ({ name, status: 'WARN', detail, fix });
+const fail = (name: string, detail: string, fix: string): CheckResult => ({ name, status: 'FAIL', detail, fix });
+
+export async function doctorCommand(argv: string[]): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
+  if (values.help) {
+    process.stdout.write('Usage: lilypad doctor [--json]\n\nChecks the Docker engine, the sandbox image, Redis (when REDIS_URL is set) and the model endpoint.\n');
+    return 0;
+  }
+  const env = loadEnv();
+  const results: CheckResult[] = [];
+  const report = (r: CheckResult) => {
+    results.push(r);
+    if (!values.json) {
+      process.stdout.write(`${r.status.padEnd(4)} ${r.name}: ${r.detail}\n`);
+      if (r.fix) process.stdout.write(`     fix: ${r.fix}\n`);
+    }
+  };
+  for (const check of await dockerChecks(env)) report(check);
+  if (env.REDIS_URL) report(await redisCheck(env.REDIS_URL));
+  for (const check of await modelChecks(env)) report(check);
+  if (values.json) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
+  return results.some((r) => r.status === 'FAIL') ? 1 : 0;
+}
+
+export async function dockerChecks(env: Env): Promise<CheckResult[]> {
+  const docker = createDockerClient();
+  const out: CheckResult[] = [];
+  try {
+    const version = await docker.version();
+    out.push(ok('docker engine', `Docker ${version.Version} (API ${version.ApiVersion})${env.DOCKER_HOST ? ` at ${env.DOCKER_HOST}` : ''}`));
+  } catch (err) {
+    out.push(
+      fail('docker engine', `not reachable: ${(err as Error).message}`, 'start the Docker engine (`dockerd &` or `systemctl start docker`), or set DOCKER_HOST'),
+    );
+    return out;
+  }
+  const image = env.LILYPAD_SANDBOX_IMAGE;
+  try {
+    await docker.getImage(image).inspect();
+  } catch {
+    out.push(fail('sandbox image', `${image} is not present`, 'build it with `npm run images`, or set LILYPAD_SANDBOX_IMAGE to an image you have'));
+    return out;
+  }
+  let sandbox: Sandbox | undefined;
+  try {
+    sandbox = await Sandbox.create(docker, {
+      image,
+      workdir: env.LILYPAD_SANDBOX_WORKDIR,
+      user: env.LILYPAD_SANDBOX_USER,
+      memoryMb: 512,
+      cpus: 1,
+      pids: 128,
+      network: 'none',
+      runId: `doctor-${process.pid}-${Date.now()}`,
+      workerId: os.hostname(),
+    });
+    const probe = await sandbox.exec(['/bin/bash', '-lc', 'id -u; python3 --version 2>&1; git --version']);
+    const [uid, python, gitVersion] = probe.stdout.toString().trim().split('\n');
+    const detail = `${image}: uid ${uid}, ${python}, ${gitVersion}, hardened (no network, no capabilities)`;
+    out.push(uid === '0' ? warn('sandbox image', detail, 'run the agent as a non-root user: add a USER to the image or set LILYPAD_SANDBOX_USER') : ok('sandbox image', detail));
+  } catch (err) {
+    out.push(fail('sandbox image', `${image} does not start as a sandbox: ${(err as Error).message}`, 'rebuild it with `npm run images`'));
+  } finally {
+    await sandbox?.destroy();
+  }
+  return out;
+}
+
+export async function redisCheck(url: string): Promise<CheckResult> {
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 3000, retryStrategy: () => null });
+  try {
+    await redis.connect();
+    const info = await redis.info('server');
+    const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '?';
+    const policy = ((await redis.config('GET', 'maxmemory-policy')) as string[])[1];
+    if (policy !== 'noeviction') {
+      return warn('redis', `Redis ${version} at ${url} uses maxmemory-policy ${policy}`, 'set maxmemory-policy noeviction so queued jobs are never evicted');
+    }
+    return ok('redis', `Redis ${version}, maxmemory-policy noeviction`);
+  } catch (err) {
+    return fail('redis', `cannot reach ${url}: ${(err as Error).message}`, 'start Redis or fix REDIS_URL');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+export async function modelChecks(env: Env): Promise<CheckResult[]> {
+  const out: CheckResult[] = [];
+  const base = env.OPENAI_BASE_URL.replace(/\/+$/, '');
+  const client = new ModelClient({ baseURL: base, apiKey: env.OPENAI_API_KEY, timeoutMs: 60_000, maxRetries: 0 });
+  let models: Array<{ id: string; max_model_len?: number }>;
+  try {
+    models = await client.listModels();
+  } catch (err) {
+    out.push(fail('model endpoint', `GET ${base}/models failed: ${(err as Error).message}`, 'start SGLang or vLLM and set OPENAI_BASE_URL (ending in /v1)'));
+    return out;
+  }
+  const model = env.LILYPAD_MODEL ?? models[0]?.id;
+  const listed = models.find((m) => m.id === model);
+  if (!model) {
+    out.push(fail('model endpoint', `${base} lists no models`, 'check the server was started with a model'));
+    return out;
+  }
+  out.push(
+    listed
+      ? ok('model endpoint', `${base} serves ${model}`)
+      : warn('model endpoint', `${model} is not among ${models.map((m) => m.id).join(', ')}`, 'set LILYPAD_MODEL to a served model id'),
+  );
+
+  // SGLang reports its launch arguments; vLLM does not have this endpoint.
+  const origin = base.replace(/\/v1$/, '');
+  let contextLength = listed?.max_model_len;
+  try {
+    const res = await fetch(`${origin}/get_server_info`, {
+      headers: env.OPENAI_API_KEY ? { authorization: `Bearer ${env.OPENAI_API_KEY}` } : {},
+      signal: AbortSignal.timeout(10_000),
+    });
+    if (res.ok) {
+      const info = (await res.json()) as { tool_call_parser?: string | null; reasoning_parser?: string | null; context_length?: number };
+      contextLength = info.context_length ?? contextLength;
+      out.push(
+        info.tool_call_parser === 'qwen3_coder'
+          ? ok('tool-call parser', 'SGLang --tool-call-parser qwen3_coder')
+          : fail('tool-call parser', `SGLang runs with tool_call_parser=${info.tool_call_parser ?? 'none'}`, 'restart SGLang with --tool-call-parser qwen3_coder'),
+      );
+      out.push(
+        info.reasoning_parser === 'qwen3'
+          ? ok('reasoning parser', 'SGLang --reasoning-parser qwen3')
+          : fail('reasoning parser', `SGLang runs with reasoning_parser=${info.reasoning_parser ?? 'none'}`, 'restart SGLang with --reasoning-parser qwen3'),
+      );
+    }
+  } catch {
+    /* not SGLang, or no such endpoint: the canary below still proves the path */
+  }
+  if (typeof contextLength === 'number') {
+    out.push(
+      contextLength >= env.LILYPAD_MAX_CONTEXT_TOKENS
+        ? ok('context length', `server ${contextLength} tokens >= budget ${env.LILYPAD_MAX_CONTEXT_TOKENS}`)
+        : warn(
+            'context length',
+            `server context ${contextLength} tokens is below the ${env.LILYPAD_MAX_CONTEXT_TOKENS}-token budget`,
+            `serve with --context-length ${env.LILYPAD_MAX_CONTEXT_TOKENS} (vLLM: --max-model-len) or lower LILYPAD_MAX_CONTEXT_TOKENS`,
+          ),
+    );
+  } else {
+    out.push(warn('context length', 'the server did not report its context length', 'make sure it serves at least 131072 tokens'));
+  }
+  out.push(await canary(client, model, env));
+  return out;
+}
+
+async function canary(client: ModelClient, model: string, env: Env): Promise<CheckResult> {
+  const glob = LEAF_TOOLS.find((t) => t.function.name === 'Glob')!;
+  try {
+    const outcome = await client.complete(
+      {
+        model,
+        messages: [{ role: 'user', content: 'Call the Glob tool with pattern "**/*.py". Do not answer in text.' }],
+        tools: [glob],
+        tool_choice: 'auto',
+        temperature: 0,
+        max_completion_tokens: Math.min(2048, env.LILYPAD_MAX_TOKENS_PER_TURN),
+        chat_template_kwargs: { enable_thinking: true },
+      },
+      AbortSignal.timeout(120_000),
+      () => {},
+    );
+    if (outcome.kind !== 'ok') return fail('canary tool call', `rejected: ${outcome.message}`, 'check the served context length');
+    const turn = interpretResponse(outcome.completion, [glob.function as never]);
+    const native = (outcome.completion.choices[0]?.message.tool_calls ?? []).length > 0;
+    if (native) return ok('canary tool call', `came back as a structured tool call (${turn.calls[0]?.function.name})`);
+    if (turn.rescued) return fail('canary tool call', 'the tool call came back as text in content', `${turn.warnings.join('; ')}`);
+    return warn('canary tool call', `no tool call in the reply (finish_reason ${turn.finishReason})`, 'check the tool-call parser flags; the model may also just have answered in text');
+  } catch (err) {
+    return fail('canary tool call', (err as Error).message, 'check the server log');
+  }
+}

@@ -1,0 +1,40 @@
+import { ConfigError } from '../config/env.ts';
+
+const USAGE = `Usage: lilypad <command> [options]
+
+Commands:
+  run      Work on one issue in a local repository and write patch, trajectory and result
+  doctor   Check the Docker engine, the sandbox image, Redis and the model endpoint
+
+Run \`lilypad <command> --help\` for the options of a command.`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'run':
+      return (await import('./run.ts')).runCommand(rest);
+    case 'doctor':
+      return (await import('./doctor.ts')).doctorCommand(rest);
+    case undefined:
+    case '-h':
+    case '--help':
+    case 'help':
+      process.stdout.write(`${USAGE}\n`);
+      return command === undefined ? 2 : 0;
+    default:
+      process.stderr.write(`lilypad: unknown command "${command}"\n\n${USAGE}\n`);
+      return 2;
+  }
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (err) {
+  if (err instanceof ConfigError || (err as Error).name === 'UsageError') {
+    process.stderr.write(`lilypad: ${(err as Error).message}\n`);
+    process.exitCode = 2;
+  } else {
+    process.stderr.write(`lilypad: ${(err as Error).stack ?? String(err)}\n`);
+    process.exitCode = 1;
+  }
+}

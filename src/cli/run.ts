@@ -1,0 +1,155 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadEnv } from '../config/env.ts';
+import { runLocal, type LocalRunResult } from '../pipeline/local-run.ts';
+import { createDockerClient } from '../sandbox/sandbox.ts';
+import { UsageError } from './usage-error.ts';
+
+const HELP = `Usage: lilypad run --repo <path> (--issue <file.md> | --title <text> [--body <text>]) [options]
+
+Works on one issue in a copy of a local git repository inside a sandbox and writes
+patch.diff, trajectory.jsonl and result.json. Your repository on disk is never modified.
+
+Options:
+  --repo <path>        git repository to work on (its HEAD commit is used)
+  --issue <file.md>    issue as Markdown: first line is the title, the rest the body
+  --title <text>       issue title (instead of --issue)
+  --body <text>        issue body (with --title)
+  --test <command>     test command, run in the sandbox before and after the agent
+  --image <name>       sandbox image (default: LILYPAD_SANDBOX_IMAGE)
+  --out <dir>          output directory (default: $LILYPAD_DATA_DIR/runs/<run id>)
+  --max-steps <N>      model calls allowed (default: LILYPAD_MAX_STEPS, 150)
+  --max-time <s>       wall-clock budget for the agent in seconds (default: LILYPAD_MAX_WALL_SECONDS)
+  --base-url <url>     OpenAI-compatible endpoint (default: OPENAI_BASE_URL)
+  --model <name>       model name (default: LILYPAD_MODEL, else the server's first model)
+  -h, --help           show this help`;
+
+export async function runCommand(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      repo: { type: 'string' },
+      issue: { type: 'string' },
+      title: { type: 'string' },
+      body: { type: 'string' },
+      test: { type: 'string' },
+      image: { type: 'string' },
+      out: { type: 'string' },
+      'max-steps': { type: 'string' },
+      'max-time': { type: 'string' },
+      'base-url': { type: 'string' },
+      model: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) {
+    process.stdout.write(`${HELP}\n`);
+    return 0;
+  }
+  const env = loadEnv();
+  if (!values.repo) throw new UsageError(`--repo is required\n\n${HELP}`);
+  if (values.issue && values.title) throw new UsageError('give either --issue <file.md> or --title, not both');
+  let title: string;
+  let body: string;
+  if (values.issue) {
+    const text = await readFile(values.issue, 'utf8').catch((err: Error) => {
+      throw new UsageError(`cannot read --issue ${values.issue}: ${err.message}`);
+    });
+    const nl = text.indexOf('\n');
+    title = (nl < 0 ? text : text.slice(0, nl)).replace(/^#+\s*/, '').trim();
+    body = nl < 0 ? '' : text.slice(nl + 1);
+  } else if (values.title) {
+    title = values.title;
+    body = values.body ?? '';
+  } else {
+    throw new UsageError('an issue is required: --issue <file.md> or --title <text> [--body <text>]');
+  }
+  if (!title.trim()) throw new UsageError('the issue title is empty (the first line of --issue, or --title)');
+  const positive = (name: string, raw: string | undefined, fallback: number): number => {
+    if (raw === undefined) return fallback;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${name} must be a positive whole number, got "${raw}"`);
+    return n;
+  };
+  const baseURL = values['base-url'] ?? env.OPENAI_BASE_URL;
+  if (!/^https?:\/\/[^/]+/.test(baseURL)) throw new UsageError(`--base-url must be an http(s) URL such as http://127.0.0.1:30000/v1, got "${baseURL}"`);
+
+  const controller = new AbortController();
+  let signals = 0;
+  const onSignal = (sig: NodeJS.Signals) => {
+    signals++;
+    process.stderr.write(`\n${sig}: stopping the run and removing its sandbox…\n`);
+    controller.abort(new Error(`received ${sig}`));
+    if (signals > 1) process.exit(130);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  const runStamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '');
+  const runId = `run-${runStamp}-${Math.random().toString(16).slice(2, 8)}`;
+  const outDir = path.resolve(values.out ?? path.join(env.LILYPAD_DATA_DIR, 'runs', runId));
+  const tty = process.stderr.isTTY;
+  const say = (line: string) => process.stderr.write(tty ? `\r\x1b[K${line}` : `${line}\n`);
+  say(`lilypad run ${runId}: ${title}\n`);
+  let result: LocalRunResult;
+  try {
+    result = await runLocal({
+      runId,
+      repo: values.repo,
+      title,
+      body,
+      testCommand: values.test,
+      outDir,
+      image: values.image ?? env.LILYPAD_SANDBOX_IMAGE,
+      workdir: env.LILYPAD_SANDBOX_WORKDIR,
+      sandboxUser: env.LILYPAD_SANDBOX_USER,
+      memoryMb: env.LILYPAD_SANDBOX_MEMORY_MB,
+      cpus: env.LILYPAD_SANDBOX_CPUS,
+      pids: env.LILYPAD_SANDBOX_PIDS,
+      baseURL,
+      apiKey: env.OPENAI_API_KEY,
+      model: values.model ?? env.LILYPAD_MODEL,
+      modelTimeoutMs: env.LILYPAD_MODEL_TIMEOUT_SECONDS * 1000,
+      modelRetries: env.LILYPAD_MODEL_RETRIES,
+      ...(process.env['LILYPAD_RETRY_BASE_MS'] ? { retryBaseMs: Number(process.env['LILYPAD_RETRY_BASE_MS']) } : {}),
+      testTimeoutSeconds: env.LILYPAD_TEST_TIMEOUT_SECONDS,
+      budgets: {
+        maxSteps: positive('--max-steps', values['max-steps'], env.LILYPAD_MAX_STEPS),
+        maxContextTokens: env.LILYPAD_MAX_CONTEXT_TOKENS,
+        maxTokensPerTurn: env.LILYPAD_MAX_TOKENS_PER_TURN,
+        maxWallSeconds: positive('--max-time', values['max-time'], env.LILYPAD_MAX_WALL_SECONDS),
+        bashTimeoutCapSeconds: env.LILYPAD_BASH_TIMEOUT_CAP_SECONDS,
+      },
+      signal: controller.signal,
+      docker: createDockerClient(),
+      onPhase: (p) => say(`  ${p}…${tty ? '' : ''}`),
+      onProgress: (p) => say(`  agent: step ${p.step}, ~${p.tokens} context tokens${p.lastTool ? `, ran ${p.lastTool}` : ''}`),
+    });
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  if (tty) process.stderr.write('\n');
+  process.stdout.write(summary(result));
+  if (result.exit_reason === 'cancelled') return 130;
+  if (result.exit_reason === 'error' || result.exit_reason === 'llm_query_error' || result.exit_reason === 'tool_error') return 1;
+  return 0;
+}
+
+function summary(r: LocalRunResult): string {
+  const lines = [
+    `exit reason: ${r.exit_reason}${r.error ? ` (${r.error})` : ''}`,
+    `model: ${r.model ?? '-'}  steps: ${r.steps}  tokens: ${r.tokens ? `${r.tokens.prompt_tokens} prompt / ${r.tokens.completion_tokens} completion` : '-'}  time: ${((r.durations_ms['total'] ?? 0) / 1000).toFixed(1)}s`,
+    `patch: ${r.patch.empty ? 'empty' : `${r.patch.files.length} file(s), ${r.patch.bytes} bytes: ${r.patch.files.join(', ')}`}`,
+  ];
+  if (r.tests) {
+    const t = (o: typeof r.tests.before) => (o ? `${o.outcome}${o.exitCode !== null ? ` (exit ${o.exitCode})` : ''}` : 'not run');
+    lines.push(`tests (${r.tests.command}): before ${t(r.tests.before)}, after ${t(r.tests.after)}`);
+  }
+  for (const w of r.warnings) lines.push(`warning: ${w}`);
+  lines.push(`output: ${r.out_dir}`);
+  return `${lines.join('\n')}\n`;
+}

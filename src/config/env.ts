@@ -1,0 +1,70 @@
+import os from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * Every setting Lilypad reads from the environment, parsed once at start-up. `.env.example` documents
+ * the same list; `test/unit/env.test.ts` checks the two stay in step.
+ */
+const positiveInt = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+const positiveNumber = (fallback: number) => z.coerce.number().positive().default(fallback);
+const optionalText = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
+
+export const envSchema = z.object({
+  OPENAI_BASE_URL: z
+    .string()
+    .default('http://127.0.0.1:30000/v1')
+    .refine((v) => /^https?:\/\/[^/]+/.test(v), 'must be an http(s) URL such as http://127.0.0.1:30000/v1'),
+  OPENAI_API_KEY: optionalText,
+  LILYPAD_MODEL: optionalText,
+  LILYPAD_SANDBOX_IMAGE: z.string().min(1).default('lilypad-sandbox:latest'),
+  LILYPAD_SANDBOX_WORKDIR: z
+    .string()
+    .default('/testbed')
+    .refine((v) => v.startsWith('/') && v.length > 1 && !v.includes('..'), 'must be an absolute path such as /testbed'),
+  LILYPAD_SANDBOX_USER: optionalText,
+  LILYPAD_SANDBOX_MEMORY_MB: positiveInt(4096),
+  LILYPAD_SANDBOX_CPUS: positiveNumber(2),
+  LILYPAD_SANDBOX_PIDS: positiveInt(1024),
+  DOCKER_HOST: optionalText,
+  LILYPAD_DATA_DIR: optionalText.transform((v) => v ?? path.join(os.homedir(), '.lilypad')),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LILYPAD_MAX_STEPS: positiveInt(150),
+  LILYPAD_MAX_CONTEXT_TOKENS: positiveInt(131072),
+  LILYPAD_MAX_TOKENS_PER_TURN: positiveInt(8192),
+  LILYPAD_MAX_WALL_SECONDS: positiveInt(3600),
+  LILYPAD_BASH_TIMEOUT_CAP_SECONDS: positiveNumber(1800),
+  LILYPAD_TEST_TIMEOUT_SECONDS: positiveInt(1800),
+  LILYPAD_MODEL_TIMEOUT_SECONDS: positiveInt(600),
+  LILYPAD_MODEL_RETRIES: z.coerce.number().int().min(0).max(10).default(4),
+  REDIS_URL: optionalText.refine((v) => v === undefined || /^rediss?:\/\//.test(v), 'must be a redis:// or rediss:// URL'),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+const HINTS: Record<string, string> = {
+  OPENAI_BASE_URL: 'set it to your SGLang or vLLM server, e.g. OPENAI_BASE_URL=http://127.0.0.1:30000/v1',
+  LOG_LEVEL: 'use one of fatal, error, warn, info, debug, trace, silent',
+  LILYPAD_SANDBOX_WORKDIR: 'use an absolute directory inside the container, e.g. /testbed',
+  REDIS_URL: 'e.g. REDIS_URL=redis://127.0.0.1:6379',
+};
+
+/** Parses the environment; throws a ConfigError naming each bad variable and how to fix it. */
+export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
+  const result = envSchema.safeParse(source);
+  if (result.success) return result.data;
+  const lines = result.error.issues.map((issue) => {
+    const name = String(issue.path[0] ?? '(environment)');
+    const got = source[name];
+    const hint = HINTS[name] ?? 'see .env.example for the accepted values';
+    return `- ${name}${got === undefined ? '' : `=${JSON.stringify(got)}`}: ${issue.message}; ${hint}`;
+  });
+  throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+}

@@ -1,0 +1,56 @@
+/**
+ * Secret detection and redaction. Used on everything Lilypad writes down or publishes: logs, stored
+ * trajectories, and (for the GitHub app) diffs and pull-request texts, which are refused on a hit.
+ */
+const TOKEN_PATTERNS: readonly RegExp[] = [
+  /\bgh[pousr]_[A-Za-z0-9]{30,255}\b/g, // GitHub classic/app tokens: ghp_, gho_, ghu_, ghs_, ghr_
+  /\bgithub_pat_[A-Za-z0-9_]{40,255}\b/g,
+  /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g,
+  /\bsk-[A-Za-z0-9_-]{32,}\b/g, // OpenAI-style API keys
+];
+
+export const REDACTED = '[REDACTED]';
+
+export class SecretScanner {
+  private readonly values: string[];
+
+  /** `values` are the exact secrets this process holds (API keys, tokens); short ones are ignored. */
+  constructor(values: Iterable<string | undefined> = []) {
+    this.values = [...new Set([...values].filter((v): v is string => typeof v === 'string' && v.length >= 8))];
+  }
+
+  withValues(values: Iterable<string | undefined>): SecretScanner {
+    return new SecretScanner([...this.values, ...values]);
+  }
+
+  /** Names the kinds of secret found in `text` (never the secret itself). */
+  findings(text: string): string[] {
+    const found: string[] = [];
+    for (const value of this.values) if (text.includes(value)) found.push('a secret value held by this process');
+    for (const pattern of TOKEN_PATTERNS) {
+      pattern.lastIndex = 0;
+      const match = pattern.exec(text);
+      if (match) found.push(`${match[0].slice(0, 11).replace(/[A-Za-z0-9]{4}$/, '')}… token-shaped text`);
+    }
+    return found;
+  }
+
+  redact(text: string): string {
+    let out = text;
+    for (const value of this.values) out = out.split(value).join(REDACTED);
+    for (const pattern of TOKEN_PATTERNS) out = out.replace(pattern, REDACTED);
+    return out;
+  }
+
+  /** Deep-redacts every string inside a JSON-like value. */
+  redactDeep<T>(value: T): T {
+    if (typeof value === 'string') return this.redact(value) as T;
+    if (Array.isArray(value)) return value.map((v: unknown) => this.redactDeep(v)) as T;
+    if (value !== null && typeof value === 'object') {
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(value)) out[k] = this.redactDeep(v);
+      return out as T;
+    }
+    return value;
+  }
+}

@@ -1,0 +1,128 @@
+import os from 'node:os';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createDockerClient, LABEL_RUN, removeLabelled, Sandbox } from '../../src/sandbox/sandbox.ts';
+import { CancelledError, SandboxError } from '../../src/sandbox/errors.ts';
+import { TEST_IMAGE } from '../support/sandbox-harness.ts';
+
+const docker = createDockerClient();
+const opts = (runId: string) => ({
+  image: TEST_IMAGE,
+  workdir: '/testbed',
+  memoryMb: 512,
+  cpus: 1,
+  pids: 128,
+  network: 'none' as const,
+  runId,
+  workerId: os.hostname(),
+});
+const uniq = (p: string) => `${p}-${process.pid}-${Date.now()}-${Math.random().toString(16).slice(2, 6)}`;
+const survivors = async (runId: string) => (await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN}=${runId}`] } })).length;
+
+describe('sandbox container', () => {
+  let sandbox: Sandbox;
+  const runId = uniq('hardening');
+  before(async () => {
+    process.env['LILYPAD_TEST_SECRET'] = 'ghs_abcdefghijklmnopqrstuvwxyz0123456789AB';
+    sandbox = await Sandbox.create(docker, opts(runId));
+  });
+  after(async () => {
+    await sandbox.destroy();
+    delete process.env['LILYPAD_TEST_SECRET'];
+  });
+
+  test('is hardened: no network, all capabilities dropped, no-new-privileges, limits, labels, init', async () => {
+    const info = await docker.getContainer(sandbox.id).inspect();
+    const hc = info.HostConfig;
+    assert.equal(hc.NetworkMode, 'none');
+    assert.deepEqual(hc.CapDrop, ['ALL']);
+    assert.deepEqual(hc.SecurityOpt, ['no-new-privileges']);
+    assert.equal(hc.Privileged, false);
+    assert.equal(hc.Memory, 512 * 1024 * 1024);
+    assert.equal(hc.MemorySwap, 512 * 1024 * 1024);
+    assert.equal(hc.NanoCpus, 1e9);
+    assert.equal(hc.PidsLimit, 128);
+    assert.equal(hc.Init, true);
+    assert.deepEqual(hc.Binds ?? [], []);
+    assert.equal(info.Config.Labels[LABEL_RUN], runId);
+    assert.equal(info.Config.Labels['dev.lilypad.managed'], 'true');
+    assert.equal(info.Config.Labels['dev.lilypad.worker'], os.hostname());
+  });
+
+  test('runs the agent as a non-root user and reaches no network', async () => {
+    const res = await sandbox.exec(['/bin/bash', '-c', 'id -u; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d " "; (exec 3<>/dev/tcp/1.1.1.1/53) 2>/dev/null || echo unreachable']);
+    const lines = res.stdout.toString().trim().split('\n');
+    assert.equal(lines[0], '1000');
+    assert.deepEqual(lines.slice(1, -1).filter(Boolean), ['lo']);
+    assert.equal(lines.at(-1), 'unreachable');
+  });
+
+  test('no value from the host environment reaches the container', async () => {
+    const res = await sandbox.exec(['/bin/bash', '-c', 'env; cat /proc/1/environ | tr "\\0" "\\n"; ps -eo args']);
+    const out = res.stdout.toString();
+    assert.doesNotMatch(out, /ghs_abcdefghijklmnop/);
+    assert.doesNotMatch(out, /LILYPAD_TEST_SECRET/);
+  });
+
+  test('a tool call cannot reach host files through a symlink', async () => {
+    await sandbox.exec(['/bin/bash', '-c', 'ln -sf /etc/hostname /testbed/link']);
+    const obs = (await sandbox.tool('Read', JSON.stringify({ file_path: 'link' }), 60)).observation;
+    const containerHostname = (await sandbox.exec(['cat', '/etc/hostname'])).stdout.toString().trim();
+    // The target lies outside the repository, so the display path is the path as given.
+    assert.equal(obs, `link\n1. ${containerHostname}`);
+    assert.notEqual(containerHostname, os.hostname());
+  });
+});
+
+describe('sandbox cleanup', () => {
+  test('destroy() removes the container and is idempotent', async () => {
+    const runId = uniq('destroy');
+    const sb = await Sandbox.create(docker, opts(runId));
+    assert.equal(await survivors(runId), 1);
+    await sb.destroy();
+    await sb.destroy();
+    assert.equal(await survivors(runId), 0);
+    await assert.rejects(sb.tool('Read', '{}', 10), SandboxError);
+  });
+
+  test('an abort signal during a long Bash call removes the container within seconds', async () => {
+    const runId = uniq('abort');
+    const controller = new AbortController();
+    const sb = await Sandbox.create(docker, opts(runId), controller.signal);
+    sb.destroyOnAbort(controller.signal);
+    const started = Date.now();
+    const call = sb.tool('Bash', JSON.stringify({ command: 'sleep 60' }), 1800);
+    setTimeout(() => controller.abort(new Error('test abort')), 300);
+    await assert.rejects(call, SandboxError);
+    await sb.destroy(); // what every caller's finally does: waits for the removal already under way
+    assert.ok(Date.now() - started < 10_000);
+    assert.equal(await survivors(runId), 0);
+  });
+
+  test('an already-aborted signal creates nothing', async () => {
+    const runId = uniq('preabort');
+    const controller = new AbortController();
+    controller.abort();
+    await assert.rejects(Sandbox.create(docker, opts(runId), controller.signal), CancelledError);
+    assert.equal(await survivors(runId), 0);
+  });
+
+  test('a missing image is reported with the command that builds it', async () => {
+    const runId = uniq('noimage');
+    await assert.rejects(Sandbox.create(docker, { ...opts(runId), image: 'lilypad-no-such-image:never' }), /npm run images/);
+    assert.equal(await survivors(runId), 0);
+  });
+
+  test('an image without python3 fails with an actionable message and leaves nothing behind', async () => {
+    const runId = uniq('nopython');
+    await assert.rejects(Sandbox.create(docker, { ...opts(runId), image: 'debian:bookworm-slim' }), /needs python3/);
+    assert.equal(await survivors(runId), 0);
+  });
+
+  test('removeLabelled() sweeps orphans by label', async () => {
+    const runId = uniq('orphan');
+    await Sandbox.create(docker, opts(runId));
+    assert.equal(await removeLabelled(docker, LABEL_RUN, runId), 1);
+    assert.equal(await survivors(runId), 0);
+  });
+});

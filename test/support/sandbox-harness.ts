@@ -1,0 +1,79 @@
+import os from 'node:os';
+import { createDockerClient, Sandbox, type ExecResult } from '../../src/sandbox/sandbox.ts';
+
+export const TEST_IMAGE = process.env['LILYPAD_SANDBOX_IMAGE'] ?? 'lilypad-sandbox:latest';
+export const TEST_WORKDIR = '/testbed';
+
+export type FileSpec = string | Buffer | { symlink: string } | { dir: true };
+
+export interface Toolbox {
+  sandbox: Sandbox;
+  /** Runs one tool call exactly as the agent loop does; `args` objects are JSON-encoded. */
+  call(name: string, args: string | Record<string, unknown>, bashCapSeconds?: number): Promise<string>;
+  /** Runs a shell command (bash -c) as Lilypad, not as the model. */
+  sh(command: string): Promise<ExecResult & { out: string }>;
+  /** Empties the repository directory and writes these files (paths relative to it). */
+  reset(files?: Record<string, FileSpec>): Promise<void>;
+  /** Raw bytes of a file inside the container. */
+  readBytes(relPath: string): Promise<Buffer>;
+  close(): Promise<void>;
+}
+
+/** A real hardened sandbox (real Docker engine) for tool and loop tests. */
+export async function openToolbox(opts: { runId?: string } = {}): Promise<Toolbox> {
+  const docker = createDockerClient();
+  const sandbox = await Sandbox.create(docker, {
+    image: TEST_IMAGE,
+    workdir: TEST_WORKDIR,
+    memoryMb: 1024,
+    cpus: 1,
+    pids: 256,
+    network: 'none',
+    runId: opts.runId ?? `test-${process.pid}-${Date.now()}-${Math.random().toString(16).slice(2, 6)}`,
+    workerId: os.hostname(),
+  });
+  const sh = async (command: string) => {
+    const res = await sandbox.exec(['/bin/bash', '-c', command], { cwd: '/' });
+    return { ...res, out: res.stdout.toString('utf8') };
+  };
+  const writeFile = async (rel: string, spec: FileSpec) => {
+    const target = `${TEST_WORKDIR}/${rel}`;
+    const dir = target.slice(0, target.lastIndexOf('/'));
+    let script: string;
+    if (typeof spec === 'object' && !Buffer.isBuffer(spec) && 'symlink' in spec) {
+      script = `mkdir -p "$1" && ln -s "$3" "$2"`;
+      await check(sandbox.exec(['/bin/bash', '-c', script, 'w', dir, target, spec.symlink], { cwd: '/' }), rel);
+      return;
+    }
+    if (typeof spec === 'object' && !Buffer.isBuffer(spec) && 'dir' in spec) {
+      await check(sandbox.exec(['mkdir', '-p', target], { cwd: '/' }), rel);
+      return;
+    }
+    const b64 = Buffer.from(spec).toString('base64');
+    script = `mkdir -p "$1" && printf %s "$3" | base64 -d > "$2"`;
+    await check(sandbox.exec(['/bin/bash', '-c', script, 'w', dir, target, b64], { cwd: '/' }), rel);
+  };
+  return {
+    sandbox,
+    async call(name, args, bashCapSeconds = 1800) {
+      const raw = typeof args === 'string' ? args : JSON.stringify(args);
+      return (await sandbox.tool(name, raw, bashCapSeconds)).observation;
+    },
+    sh,
+    async reset(files = {}) {
+      await check(sandbox.exec(['/bin/bash', '-c', `find ${TEST_WORKDIR} -mindepth 1 -delete`], { cwd: '/' }), 'reset');
+      for (const [rel, spec] of Object.entries(files)) await writeFile(rel, spec);
+    },
+    async readBytes(relPath) {
+      const res = await sandbox.exec(['cat', `${TEST_WORKDIR}/${relPath}`], { cwd: '/' });
+      if (res.exitCode !== 0) throw new Error(`cannot read ${relPath}: ${res.stderr.toString()}`);
+      return res.stdout;
+    },
+    close: () => sandbox.destroy(),
+  };
+}
+
+async function check(p: Promise<ExecResult>, what: string): Promise<void> {
+  const res = await p;
+  if (res.exitCode !== 0) throw new Error(`sandbox harness failed on ${what}: ${res.stderr.toString()}`);
+}
