@@ -98,6 +98,11 @@ export class ToolboxChannel {
     });
   }
 
+  /** Writes one raw line (used once, to hand the toolbox its source). */
+  send(line: string): void {
+    this.stream.write(`${line}\n`);
+  }
+
   close(): void {
     this.fail(new SandboxError('the toolbox channel was closed'));
     this.stream.end();

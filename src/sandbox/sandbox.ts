@@ -6,6 +6,7 @@ import { ToolboxChannel } from './channel.ts';
 import { CancelledError, SandboxError, reasonText } from './errors.ts';
 
 const TOOLBOX_SOURCE = readFileSync(new URL('./toolbox.py', import.meta.url), 'utf8');
+const TOOLBOX_BOOTSTRAP = 'import sys,json;exec(compile(json.loads(sys.stdin.buffer.readline()),"lilypad-toolbox","exec"))';
 
 export const LABEL_MANAGED = 'dev.lilypad.managed';
 export const LABEL_RUN = 'dev.lilypad.run';
@@ -108,10 +109,13 @@ export class Sandbox {
     try {
       await container.start();
       sandbox.channel = await ToolboxChannel.open(docker, container, {
-        argv: ['python3', '-u', '-c', TOOLBOX_SOURCE],
+        argv: ['python3', '-u', '-c', TOOLBOX_BOOTSTRAP],
         env: [`LILYPAD_REPO_DIR=${options.workdir}`],
         ...(options.user ? { user: options.user } : {}),
       });
+      // The toolbox source travels as the first stdin line: no file to plant in the container,
+      // and the process list the model can see stays short.
+      sandbox.channel.send(JSON.stringify(TOOLBOX_SOURCE));
       const hello = await sandbox.channel.request({ op: 'hello' }).catch((err: unknown) => {
         throw new SandboxError(
           `could not start Lilypad's toolbox in image ${options.image}: ${(err as Error).message}. ` +
