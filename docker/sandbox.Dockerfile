@@ -40,7 +40,8 @@ RUN set -eux; \
     git config --file /home/lilypad/.gitconfig user.email 'lilypad@localhost'; \
     chown 1000:1000 /home/lilypad/.gitconfig
 
-ENV HOME=/home/lilypad
+# Debian marks its Python as externally managed (PEP 668); let `pip install --user` work for the agent.
+ENV HOME=/home/lilypad PIP_BREAK_SYSTEM_PACKAGES=1
 WORKDIR /testbed
 USER lilypad
 

@@ -129,16 +129,20 @@ function describe(err: unknown, rawBody: string): string {
   if (!body || base.includes(body.slice(0, 60))) return base;
   let inner = body;
   try {
-    const parsed = JSON.parse(body) as { message?: unknown; error?: { message?: unknown } };
-    inner = String(parsed.error?.message ?? parsed.message ?? body);
+    const parsed = JSON.parse(body) as { message?: unknown; error?: unknown };
+    const wrapped = typeof parsed.error === 'object' && parsed.error !== null ? (parsed.error as { message?: unknown }).message : parsed.error;
+    inner = String(wrapped ?? parsed.message ?? body);
   } catch {
     /* not JSON: keep the text */
   }
+  // vLLM's wrapped body already reached the SDK's message; do not say it twice.
+  if (base.includes(inner.slice(0, 200))) return base;
   return `${base}: ${inner.slice(0, 1000)}`;
 }
 
-function explain(status: number | undefined, text: string, attempts: number): string {
+function explain(status: number | undefined, message: string, attempts: number): string {
   const tries = attempts > 1 ? ` (after ${attempts} attempts)` : '';
+  const text = message.replace(/[.\s]+$/, '');
   if (/auto.? tool choice requires/i.test(text)) {
     return `the model server rejected tool calling${tries}: ${text}. Start vLLM with --enable-auto-tool-choice --tool-call-parser qwen3_coder.`;
   }
@@ -149,10 +153,24 @@ function explain(status: number | undefined, text: string, attempts: number): st
 }
 
 function backoff(attempt: number, baseMs: number, headers: Headers | undefined): number {
-  const retryAfter = Number(headers?.get?.('retry-after'));
-  if (Number.isFinite(retryAfter) && retryAfter > 0) return Math.min(retryAfter * 1000, 60_000);
+  const retryAfterMs = parseRetryAfter(headers?.get?.('retry-after') ?? null);
+  if (retryAfterMs !== undefined) return Math.min(retryAfterMs, 60_000);
   const exp = Math.min(baseMs * 2 ** (attempt - 1), 30_000);
   return Math.round(exp * (0.8 + Math.random() * 0.4));
+}
+
+/** Retry-After as delay-seconds or as an HTTP-date (RFC 9110); undefined when absent or unusable. */
+function parseRetryAfter(value: string | null): number | undefined {
+  const text = value?.trim();
+  if (!text) return undefined;
+  if (/^\d+(\.\d+)?$/.test(text)) {
+    const seconds = Number(text);
+    return seconds > 0 ? seconds * 1000 : undefined;
+  }
+  const at = Date.parse(text);
+  if (Number.isNaN(at)) return undefined;
+  const ms = at - Date.now();
+  return ms > 0 ? ms : undefined;
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {

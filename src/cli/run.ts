@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadEnv } from '../config/env.ts';
+import { createLogger } from '../observability/logger.ts';
 import { runLocal, type LocalRunResult } from '../pipeline/local-run.ts';
 import { createDockerClient } from '../sandbox/sandbox.ts';
 import { UsageError } from './usage-error.ts';
@@ -94,6 +95,8 @@ export async function runCommand(argv: string[]): Promise<number> {
   const tty = process.stderr.isTTY;
   const say = (line: string) => process.stderr.write(tty ? `\r\x1b[K${line}` : `${line}\n`);
   say(`lilypad run ${runId}: ${title}\n`);
+  // Structured logs go to a file beside the results; the terminal gets the human summary.
+  const logger = createLogger({ level: env.LOG_LEVEL, secrets: [env.OPENAI_API_KEY], destination: path.join(outDir, 'lilypad.log') });
   let result: LocalRunResult;
   try {
     result = await runLocal({
@@ -125,6 +128,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       },
       signal: controller.signal,
       docker: createDockerClient(),
+      logger,
       onPhase: (p) => say(`  ${p}…${tty ? '' : ''}`),
       onProgress: (p) => say(`  agent: step ${p.step}, ~${p.tokens} context tokens${p.lastTool ? `, ran ${p.lastTool}` : ''}`),
     });

@@ -25,7 +25,7 @@ const REDACT_PATHS = [
  * The process logger: JSON lines (pino) with secrets removed twice over: by key (tokens, keys,
  * authorization headers) and by value (the process's own secrets and token-shaped strings).
  */
-export function createLogger(opts: { level: string; secrets?: Iterable<string | undefined>; destination?: NodeJS.WritableStream | number }): Logger {
+export function createLogger(opts: { level: string; secrets?: Iterable<string | undefined>; destination?: string | number }): Logger {
   const scanner = new SecretScanner(opts.secrets ?? []);
   return pino(
     {
@@ -38,6 +38,6 @@ export function createLogger(opts: { level: string; secrets?: Iterable<string | 
         },
       },
     },
-    pino.destination({ dest: typeof opts.destination === 'number' ? opts.destination : 2, sync: true }),
+    pino.destination({ dest: opts.destination ?? 2, sync: true, mkdir: true }),
   );
 }

@@ -7,6 +7,7 @@ import { runAgent, type AgentBudgets, type AgentProgress, type AgentRunResult, t
 import { ModelClient } from '../agent/model-client.ts';
 import { sanitizeIssueText } from '../agent/prompt.ts';
 import { JsonlTrajectory } from '../agent/trajectory.ts';
+import type { Logger } from '../observability/logger.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import { CancelledError } from '../sandbox/errors.ts';
 import { Sandbox } from '../sandbox/sandbox.ts';
@@ -39,6 +40,7 @@ export interface LocalRunOptions {
   docker: Docker;
   onPhase?: (phase: string) => void;
   onProgress?: (p: AgentProgress) => void;
+  logger?: Logger;
 }
 
 export interface LocalRunResult {
@@ -79,6 +81,7 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
       return await fn();
     } finally {
       durations[name] = Date.now() - t;
+      opts.logger?.info({ runId, phase: name, ms: durations[name] }, `phase ${name} done`);
     }
   };
   await mkdir(opts.outDir, { recursive: true });
@@ -206,6 +209,10 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
     if (findings.length > 0) warnings.push(`the patch contains ${findings.join(', ')}; review before sharing it`);
     await writeFile(path.join(opts.outDir, 'patch.diff'), patchBytes);
     await writeFile(path.join(opts.outDir, 'result.json'), `${JSON.stringify(scanner.redactDeep(result), null, 2)}\n`);
+    opts.logger?.info(
+      { runId, exitReason: result.exit_reason, steps: result.steps, patchBytes: result.patch.bytes, warnings: warnings.length, error: result.error },
+      'run finished',
+    );
   }
   return result;
 }

@@ -1,0 +1,82 @@
+import { spawn } from 'node:child_process';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startModelServer, type ModelServer, type ModelServerOptions } from '../support/model-server.ts';
+
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+
+function doctor(env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin/lilypad.js'), 'doctor'], {
+    cwd: ROOT,
+    env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out })));
+}
+
+const line = (out: string, name: string) => out.split('\n').find((l) => l.includes(` ${name}:`)) ?? '';
+
+describe('lilypad doctor', () => {
+  const servers: ModelServer[] = [];
+  const serve = async (opts: ModelServerOptions) => {
+    const s = await startModelServer(opts);
+    servers.push(s);
+    return s;
+  };
+  after(async () => {
+    for (const s of servers) await s.close();
+  });
+
+  test('a correctly served model passes every check', async () => {
+    const server = await serve({ script: [{ toolCalls: [{ name: 'Glob', arguments: { pattern: '**/*.py' } }] }] });
+    const { code, out } = await doctor({ OPENAI_BASE_URL: server.url, REDIS_URL: 'redis://127.0.0.1:6379' });
+    assert.equal(code, 0, out);
+    for (const name of ['docker engine', 'sandbox image', 'redis', 'model endpoint', 'tool-call parser', 'reasoning parser', 'context length', 'canary tool call']) {
+      assert.match(line(out, name), /^OK /, `${name}: ${out}`);
+    }
+    assert.match(line(out, 'sandbox image'), /uid 1000, Python 3/);
+    // The canary declares one tool and asks for a call to it.
+    const canary = server.chatRequests().at(-1)!;
+    assert.equal((canary.tools ?? []).length, 1);
+  });
+
+  test('SGLang without the qwen3_coder parser fails with the flag to fix it', async () => {
+    const server = await serve({
+      serverArgs: { tool_call_parser: null, reasoning_parser: 'qwen3' },
+      script: [{ content: '<tool_call>\n<function=Glob>\n<parameter=pattern>\n**/*.py\n</parameter>\n</function>\n</tool_call>' }],
+    });
+    const { code, out } = await doctor({ OPENAI_BASE_URL: server.url });
+    assert.equal(code, 1, out);
+    assert.match(line(out, 'tool-call parser'), /^FAIL .*tool_call_parser=none/);
+    assert.match(out, /fix: restart SGLang with --tool-call-parser qwen3_coder/);
+    assert.match(line(out, 'canary tool call'), /^FAIL .*as text in content/);
+  });
+
+  test('vLLM with a short context window warns about the budget', async () => {
+    const server = await serve({ flavour: 'vllm', contextLength: 32768, script: [{ toolCalls: [{ name: 'Glob', arguments: { pattern: '*' } }] }] });
+    const { code, out } = await doctor({ OPENAI_BASE_URL: server.url });
+    assert.equal(code, 0, out);
+    assert.match(line(out, 'context length'), /^WARN .*32768.*131072/);
+    assert.match(out, /--max-model-len/);
+    assert.equal(line(out, 'tool-call parser'), '', 'vLLM has no /get_server_info');
+    assert.match(line(out, 'canary tool call'), /^OK /);
+  });
+
+  test('unreachable services and a missing image fail with their fixes', async () => {
+    const { code, out } = await doctor({
+      OPENAI_BASE_URL: 'http://127.0.0.1:9/v1',
+      LILYPAD_SANDBOX_IMAGE: 'lilypad-missing:never',
+      REDIS_URL: 'redis://127.0.0.1:9',
+    });
+    assert.equal(code, 1, out);
+    assert.match(line(out, 'sandbox image'), /^FAIL .*lilypad-missing:never is not present/);
+    assert.match(out, /npm run images/);
+    assert.match(line(out, 'redis'), /^FAIL /);
+    assert.match(line(out, 'model endpoint'), /^FAIL .*127\.0\.0\.1:9/);
+  });
+});
