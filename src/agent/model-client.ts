@@ -124,7 +124,11 @@ export class ModelClient {
 }
 
 function describe(err: unknown, rawBody: string): string {
-  const base = err instanceof Error ? err.message : String(err);
+  let base = err instanceof Error ? err.message : String(err);
+  // The SDK's "Connection error." hides why (ECONNREFUSED, DNS, TLS): keep the cause.
+  const cause = err instanceof Error ? (err.cause as { message?: string; code?: string } | undefined) : undefined;
+  const causeText = cause?.code ?? cause?.message;
+  if (causeText && !base.includes(causeText)) base = `${base.replace(/\.+$/, '')} (${causeText})`;
   const body = rawBody.trim();
   if (!body || base.includes(body.slice(0, 60))) return base;
   let inner = body;

@@ -10,9 +10,7 @@ export const SYSTEM_PROMPT = [
 ].join('\n');
 
 export function buildUserMessage(title: string, body: string): string {
-  const t = title.trim();
-  const b = body.replace(/^\s*\n/, '').replace(/\s+$/, '');
-  return b ? `${t}\n${b}` : t;
+  return body ? `${title}\n${body}` : title;
 }
 
 // Zero-width characters, bidi controls and Unicode tag characters: invisible to a human reviewer,

@@ -56,7 +56,8 @@ def parse_arguments(raw):
 
 
 def resolve(path):
-    path = os.path.expanduser(path) if path.startswith("~") else path
+    # Relative paths are relative to the repository, as in the reference: no "~" expansion
+    # (a leading "~" is an ordinary directory name there).
     return path if os.path.isabs(path) else os.path.join(REPO, path)
 
 

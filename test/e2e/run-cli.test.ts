@@ -104,7 +104,7 @@ describe('lilypad run', () => {
 
     // The model saw the sanitized issue: title line, then the body, no comment, no zero-width char.
     const first = server.chatRequests()[0]!;
-    assert.equal(first.messages[1]!.content, 'add() returns the wrong result\nadd(2, 3) gives -1.');
+    assert.equal(first.messages[1]!.content, 'add() returns the wrong result\nadd(2, 3) gives -1.\n\n');
 
     assert.equal(readFileSync(path.join(repo, 'calc.py'), 'utf8'), CALC_REPO['calc.py']);
     assert.equal(execFileSync('git', ['status', '--porcelain'], { cwd: repo }).toString(), '');

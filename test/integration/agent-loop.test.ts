@@ -1,11 +1,12 @@
 import { after, before, beforeEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { runAgent, type AgentBudgets, type AgentRunResult } from '../../src/agent/loop.ts';
+import { runAgent, type AgentBudgets, type AgentRunResult, type ToolExecutor } from '../../src/agent/loop.ts';
 import { ModelClient } from '../../src/agent/model-client.ts';
 import { SYSTEM_PROMPT } from '../../src/agent/prompt.ts';
 import { LEAF_TOOLS } from '../../src/agent/tools.ts';
 import { MemoryTrajectory } from '../../src/agent/trajectory.ts';
+import { CancelledError, SandboxError } from '../../src/sandbox/errors.ts';
 import { startModelServer, type Flavour, type ModelServer, type ModelServerOptions, type ScriptedToolCall } from '../support/model-server.ts';
 import { openToolbox, type Toolbox } from '../support/sandbox-harness.ts';
 
@@ -41,7 +42,7 @@ interface Run {
 
 async function run(
   serverOpts: ModelServerOptions,
-  opts: { budgets?: Partial<AgentBudgets>; signal?: AbortSignal; maxRetries?: number; timeoutMs?: number } = {},
+  opts: { budgets?: Partial<AgentBudgets>; signal?: AbortSignal; maxRetries?: number; timeoutMs?: number; tools?: ToolExecutor } = {},
 ): Promise<Run> {
   const server = await startModelServer(serverOpts);
   try {
@@ -52,7 +53,7 @@ async function run(
       body: BODY,
       model: MODEL,
       client,
-      tools: box.sandbox,
+      tools: opts.tools ?? box.sandbox,
       budgets: { ...DEFAULT_BUDGETS, ...opts.budgets },
       trajectory,
       signal: opts.signal,
@@ -515,6 +516,23 @@ describe('agent loop: end conditions and exit reasons', () => {
     assert.equal(await exists('after.txt'), false);
   });
 
+  test('an infrastructure failure while running a tool ends the run (tool_error); a cancelled tool ends it as cancelled', async () => {
+    const failing = (err: Error): ToolExecutor => ({
+      tool: (name, args, cap) => (name === 'Glob' ? Promise.reject(err) : box.sandbox.tool(name, args, cap)),
+    });
+    const script = [{ toolCalls: [{ name: 'Write', arguments: { file_path: 'before.txt', content: 'x' } }, { name: 'Glob', arguments: { pattern: '*' } }, bash('touch after.txt')] }];
+    const broken = await run({ script }, { tools: failing(new SandboxError('the sandbox container is gone')) });
+    assert.equal(broken.result.exitReason, 'tool_error');
+    assert.match(broken.result.error ?? '', /container is gone/);
+    assert.equal(await exists('before.txt'), true);
+    assert.equal(await exists('after.txt'), false);
+    assert.equal(broken.trajectory.records.length, 1);
+    assert.equal(broken.server.chatRequests().length, 1);
+
+    const cancelled = await run({ script }, { tools: failing(new CancelledError()) });
+    assert.equal(cancelled.result.exitReason, 'cancelled');
+  });
+
   test('a markup turn from a server without the tool parser is rescued: the tool runs and a warning names the flag', async () => {
     const markup = 'I will add the file.\n\n<tool_call>\n<function=Write>\n<parameter=file_path>\nrescued.txt\n</parameter>\n<parameter=content>\n  indented\n</parameter>\n</function>\n</tool_call>';
     const { result, trajectory, server } = await run({
@@ -533,7 +551,7 @@ describe('agent loop: end conditions and exit reasons', () => {
     assert.ok(rec.warnings.some((w) => w.includes('--tool-call-parser qwen3_coder')));
     const second = server.chatRequests()[1];
     assert.ok(second);
-    const assistant = second.messages[2] as { content: string; tool_calls: Array<{ id: string; function: { name: string; arguments: string } }> };
+    const assistant = second.messages[2] as unknown as { content: string; tool_calls: Array<{ id: string; function: { name: string; arguments: string } }> };
     assert.equal(assistant.content, 'I will add the file.');
     assert.equal(assistant.tool_calls[0]?.function.name, 'Write');
     assert.deepEqual(JSON.parse(assistant.tool_calls[0]?.function.arguments ?? ''), { file_path: 'rescued.txt', content: '  indented' });

@@ -163,6 +163,7 @@ for (const flavour of FLAVOURS) {
         const e = asModelError(err);
         assert.equal(e.status, 400);
         assert.ok(e.message.includes(message), e.message);
+        assert.equal(e.message.split(message).length - 1, 1, `the body text should appear once: ${e.message}`);
       });
     });
 
@@ -226,6 +227,19 @@ for (const flavour of FLAVOURS) {
         const [first, second] = server.requests;
         assert.ok(first && second);
         assert.ok(second.receivedAt - first.receivedAt >= 950, `second attempt came after ${second.receivedAt - first.receivedAt} ms`);
+      });
+    });
+
+    test('Retry-After as an HTTP-date is honoured too', async () => {
+      const when = new Date(Date.now() + 2000).toUTCString();
+      await withServer({ flavour, script: [{ status: 503, headers: { 'retry-after': when } }, { content: 'ok' }] }, async (server) => {
+        const { outcome, retries } = await complete(client(server));
+        assert.equal(outcome.kind, 'ok');
+        const wait = retries[0]?.waitMs ?? 0;
+        assert.ok(wait > 500 && wait <= 2000, `waitMs ${wait}`);
+        const [first, second] = server.requests;
+        assert.ok(first && second);
+        assert.ok(second.receivedAt - first.receivedAt >= wait - 50);
       });
     });
 
