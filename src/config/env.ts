@@ -41,6 +41,19 @@ export const envSchema = z.object({
   LILYPAD_MODEL_TIMEOUT_SECONDS: positiveInt(600),
   LILYPAD_MODEL_RETRIES: z.coerce.number().int().min(0).max(10).default(4),
   REDIS_URL: optionalText.refine((v) => v === undefined || /^rediss?:\/\//.test(v), 'must be a redis:// or rediss:// URL'),
+
+  // GitHub App (read by Probot too; validated here so a mistake is reported once, clearly).
+  APP_ID: optionalText.refine((v) => v === undefined || /^\d+$/.test(v), 'must be the numeric App ID from the app settings page'),
+  PRIVATE_KEY: optionalText,
+  PRIVATE_KEY_PATH: optionalText,
+  WEBHOOK_SECRET: optionalText,
+  GHE_HOST: optionalText.refine((v) => v === undefined || !/^https?:/.test(v), 'is a host name without protocol, e.g. github.example.com'),
+  GHE_PROTOCOL: z.enum(['https', 'http']).default('https'),
+  HOST: optionalText,
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  LILYPAD_WORKER_CONCURRENCY: positiveInt(1),
+  LILYPAD_QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, - and _ only').default('lilypad'),
+  LILYPAD_JOB_ATTEMPTS: positiveInt(3),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -54,6 +67,9 @@ const HINTS: Record<string, string> = {
   LOG_LEVEL: 'use one of fatal, error, warn, info, debug, trace, silent',
   LILYPAD_SANDBOX_WORKDIR: 'use an absolute directory inside the container, e.g. /testbed',
   REDIS_URL: 'e.g. REDIS_URL=redis://127.0.0.1:6379',
+  APP_ID: 'copy the App ID from the GitHub App settings page',
+  GHE_HOST: 'e.g. GHE_HOST=github.example.com',
+  GHE_PROTOCOL: 'use https (or http for a local test server)',
 };
 
 /** Parses the environment; throws a ConfigError naming each bad variable and how to fix it. */

@@ -24,7 +24,7 @@ test('empty values mean "not set" (as in a copied .env.example)', () => {
 
 test('a wrong value stops start-up with a message naming the variable and the fix', () => {
   assert.throws(
-    () => loadEnv({ OPENAI_BASE_URL: 'localhost:30000', LILYPAD_MAX_STEPS: 'many', LOG_LEVEL: 'loud' }),
+    () => loadEnv({ OPENAI_BASE_URL: 'localhost:30000', LILYPAD_MAX_STEPS: 'many', LOG_LEVEL: 'loud' } as unknown as NodeJS.ProcessEnv),
     (err: unknown) => {
       assert.ok(err instanceof ConfigError);
       assert.match(err.message, /OPENAI_BASE_URL="localhost:30000".*http:\/\/127\.0\.0\.1:30000\/v1/);

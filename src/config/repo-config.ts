@@ -1,0 +1,47 @@
+import { z } from 'zod';
+
+/**
+ * `.github/lilypad.yml` in a repository (or in the organisation's `.github` repository as the
+ * fallback). Unknown keys are errors, so a typo is reported instead of silently ignored.
+ */
+const command = z.string().trim().min(1, 'must be a non-empty command');
+
+export const repoConfigSchema = z
+  .object({
+    trigger_label: z.string().trim().min(1).max(50).default('lilypad'),
+    image: z.string().trim().min(1).optional(),
+    setup: z.union([command, z.array(command)]).optional().transform((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v])),
+    setup_timeout_minutes: z.number().int().positive().max(120).default(20),
+    test: command.optional(),
+    test_timeout_minutes: z.number().int().positive().max(240).default(30),
+    max_steps: z.number().int().positive().max(1000).default(150),
+    max_minutes: z.number().int().positive().max(600).default(60),
+    draft: z.boolean().default(true),
+    labels: z.array(z.string().trim().min(1).max(50)).max(20).default(['lilypad', 'needs-human-review']),
+    reviewers: z.array(z.string().trim().min(1).max(39)).max(15).optional(),
+    exclude_paths: z.array(z.string().trim().min(1)).max(100).default([]),
+    allow_bots: z.array(z.string().trim().min(1)).max(50).default([]),
+  })
+  .strict();
+
+export type RepoConfig = z.infer<typeof repoConfigSchema>;
+
+export type RepoConfigResult = { ok: true; config: RepoConfig; source: string | null } | { ok: false; problems: string[]; source: string | null };
+
+/** Validates a parsed config file; `raw` null means no file (all defaults). */
+export function parseRepoConfig(raw: unknown, source: string | null): RepoConfigResult {
+  if (raw === null || raw === undefined) raw = {};
+  if (typeof raw !== 'object' || Array.isArray(raw)) {
+    return { ok: false, problems: ['the file must be a YAML mapping of settings (key: value)'], source };
+  }
+  const result = repoConfigSchema.safeParse(raw);
+  if (result.success) return { ok: true, config: result.data, source };
+  const problems = result.error.issues.map((issue) => {
+    const where = issue.path.length > 0 ? issue.path.join('.') : '(top level)';
+    if (issue.code === 'unrecognized_keys') {
+      return `unknown setting${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `\`${k}\``).join(', ')}; the known settings are ${Object.keys(repoConfigSchema.shape).join(', ')}`;
+    }
+    return `\`${where}\`: ${issue.message}`;
+  });
+  return { ok: false, problems, source };
+}

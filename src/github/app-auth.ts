@@ -1,0 +1,110 @@
+import { Octokit } from '@octokit/rest';
+import { Probot, type ProbotOctokit } from 'probot';
+import type { Logger } from '../observability/logger.ts';
+
+export interface GitHubEndpoints {
+  /** REST base, e.g. https://api.github.com or https://ghe.example.com/api/v3 */
+  apiUrl: string;
+}
+
+export function githubEndpoints(env: { GHE_HOST?: string | undefined; GHE_PROTOCOL: string }): GitHubEndpoints {
+  return { apiUrl: env.GHE_HOST ? `${env.GHE_PROTOCOL}://${env.GHE_HOST}/api/v3` : 'https://api.github.com' };
+}
+
+/**
+ * An installation token for exactly one repository, with only the permissions a job needs. The
+ * value is held in a private field so that it cannot be logged or serialised by accident; it
+ * leaves this object only as an HTTP header for git or inside a REST client.
+ */
+export class RepoToken {
+  readonly #value: string;
+  constructor(
+    value: string,
+    readonly expiresAt: string,
+    private readonly apiUrl: string,
+  ) {
+    this.#value = value;
+  }
+
+  /** `Authorization` header value for git over HTTPS (Basic x-access-token). */
+  gitAuthHeader(): string {
+    return `Authorization: Basic ${Buffer.from(`x-access-token:${this.#value}`).toString('base64')}`;
+  }
+
+  /** The raw value, only for the secret scanner. */
+  secretValue(): string {
+    return this.#value;
+  }
+
+  rest(): Octokit {
+    return new Octokit({ auth: this.#value, baseUrl: this.apiUrl, log: quietLog });
+  }
+
+  /** Revokes the token (DELETE /installation/token); never throws. */
+  async revoke(): Promise<void> {
+    await this.rest()
+      .request('DELETE /installation/token')
+      .catch(() => undefined);
+  }
+
+  toJSON(): string {
+    return '[RepoToken]';
+  }
+}
+
+const quietLog = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };
+
+export const JOB_PERMISSIONS = { contents: 'write', pull_requests: 'write', issues: 'write', metadata: 'read' } as const;
+
+/** The app's identity with GitHub: app JWT, installation clients, per-repository tokens. */
+export class GitHubApp {
+  readonly probot: Probot;
+  private identity: Promise<{ slug: string; id: number; botUserId: number | null }> | undefined;
+
+  constructor(
+    readonly opts: { appId: number; privateKey: string; secret?: string | undefined; endpoints: GitHubEndpoints; log: Logger },
+  ) {
+    this.probot = new Probot({
+      appId: opts.appId,
+      privateKey: opts.privateKey,
+      secret: opts.secret ?? 'development',
+      baseUrl: opts.endpoints.apiUrl,
+      log: opts.log,
+    });
+  }
+
+  /** A client authenticated as the installation (all its repositories). */
+  installation(installationId: number): Promise<ProbotOctokit> {
+    return this.probot.auth(installationId);
+  }
+
+  /** Mints a token for one repository with only contents, pull requests and issues write. */
+  async mintRepoToken(installationId: number, repo: string): Promise<RepoToken> {
+    const app = await this.probot.auth();
+    const res = await app.request('POST /app/installations/{installation_id}/access_tokens', {
+      installation_id: installationId,
+      repositories: [repo],
+      permissions: JOB_PERMISSIONS,
+    });
+    return new RepoToken(res.data.token, res.data.expires_at, this.opts.endpoints.apiUrl);
+  }
+
+  /** The app's slug and id (GET /app), for its bot login and commit identity. */
+  async appIdentity(): Promise<{ slug: string; id: number; botUserId: number | null }> {
+    this.identity ??= (async () => {
+      const app = await this.probot.auth();
+      const res = await app.request('GET /app');
+      const slug = res.data?.slug ?? 'lilypad';
+      let botUserId: number | null = null;
+      try {
+        const user = await app.request('GET /users/{username}', { username: `${slug}[bot]` });
+        botUserId = Number(user.data.id);
+      } catch {
+        /* not every server exposes the bot user */
+      }
+      return { slug, id: res.data?.id ?? this.opts.appId, botUserId };
+    })();
+    this.identity.catch(() => (this.identity = undefined));
+    return this.identity;
+  }
+}

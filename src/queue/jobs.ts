@@ -1,0 +1,45 @@
+import { z } from 'zod';
+
+/** Queue names; Redis keys are `<LILYPAD_QUEUE_PREFIX>:<name>:...`. */
+export const EVENTS_QUEUE = 'events';
+export const RUNS_QUEUE = 'runs';
+export const CANCEL_CHANNEL = 'cancel';
+
+/** Where an issue lives. Job data never holds a secret: ids and names only. */
+const issueRef = {
+  installationId: z.number().int().positive(),
+  repoId: z.number().int().positive(),
+  owner: z.string().min(1),
+  repo: z.string().min(1),
+  issueNumber: z.number().int().positive(),
+};
+
+/** A webhook, reduced to what the trigger logic needs. One job per delivery (X-GitHub-Delivery). */
+export const eventJobSchema = z.object({
+  ...issueRef,
+  deliveryId: z.string().min(1),
+  kind: z.enum(['labeled', 'unlabeled', 'closed', 'comment']),
+  label: z.string().optional(),
+  commentId: z.number().int().optional(),
+  commentBody: z.string().optional(),
+  sender: z.object({ login: z.string(), type: z.string() }),
+  receivedAt: z.string(),
+});
+export type EventJob = z.infer<typeof eventJobSchema>;
+
+/** The work on one issue. One job per issue at a time (deterministic id). */
+export const runJobSchema = z.object({
+  ...issueRef,
+  triggeredBy: z.string().min(1),
+  trigger: z.enum(['label', 'comment']),
+  label: z.string(),
+  deliveryId: z.string(),
+  queuedAt: z.string(),
+});
+export type RunJob = z.infer<typeof runJobSchema>;
+
+export const eventJobId = (deliveryId: string): string => `evt-${deliveryId.replace(/:/g, '_')}`;
+/** Numeric repository id: stable across renames and free of separators. */
+export const runJobId = (repoId: number, issueNumber: number): string => `run-${repoId}-${issueNumber}`;
+
+export const issueKey = (j: { owner: string; repo: string; issueNumber: number }): string => `${j.owner}/${j.repo}#${j.issueNumber}`;
