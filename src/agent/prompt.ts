@@ -38,3 +38,17 @@ export function sanitizeIssueText(text: string): SanitizedText {
   });
   return { text: clean, removedComments, removedInvisible };
 }
+
+/** Cleans an issue's title and body for the model; `warning` says what was removed, if anything. */
+export function prepareIssue(title: string, body: string): { title: string; body: string; warning?: string } {
+  const t = sanitizeIssueText(title);
+  const b = sanitizeIssueText(body);
+  const comments = t.removedComments + b.removedComments;
+  const invisible = t.removedInvisible + b.removedInvisible;
+  if (comments + invisible === 0) return { title: t.text, body: b.text };
+  return {
+    title: t.text,
+    body: b.text,
+    warning: `removed ${comments} HTML comment(s) and ${invisible} invisible character(s) from the issue text before the model saw it`,
+  };
+}

@@ -3,6 +3,9 @@ import { ConfigError } from '../config/env.ts';
 const USAGE = `Usage: lilypad <command> [options]
 
 Commands:
+  start    Run the GitHub App: webhook server and a worker in one process
+  web      Run only the webhook server (queues jobs in Redis)
+  worker   Run only a worker (takes jobs from Redis; run many, on many machines)
   run      Work on one issue in a local repository and write patch, trajectory and result
   doctor   Check the Docker engine, the sandbox image, Redis and the model endpoint
 
@@ -15,6 +18,10 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./run.ts')).runCommand(rest);
     case 'doctor':
       return (await import('./doctor.ts')).doctorCommand(rest);
+    case 'start':
+    case 'web':
+    case 'worker':
+      return (await import('./serve.ts')).serveCommand(command, rest);
     case undefined:
     case '-h':
     case '--help':
@@ -28,7 +35,10 @@ async function main(argv: string[]): Promise<number> {
 }
 
 try {
-  process.exitCode = await main(process.argv.slice(2));
+  const code = await main(process.argv.slice(2));
+  process.exitCode = code;
+  // Long-running roles have stopped cleanly by now; do not wait on idle sockets to close.
+  if (['start', 'web', 'worker'].includes(process.argv[2] ?? '')) process.exit(code);
 } catch (err) {
   if (err instanceof ConfigError || (err as Error).name === 'UsageError') {
     process.stderr.write(`lilypad: ${(err as Error).message}\n`);

@@ -52,6 +52,7 @@ export const envSchema = z.object({
   HOST: optionalText,
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   LILYPAD_WORKER_CONCURRENCY: positiveInt(1),
+  LILYPAD_WORKER_ID: optionalText,
   LILYPAD_QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, - and _ only').default('lilypad'),
   LILYPAD_JOB_ATTEMPTS: positiveInt(3),
 });

@@ -3,17 +3,16 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
-import { runAgent, type AgentBudgets, type AgentProgress, type AgentRunResult, type ExitReason } from '../agent/loop.ts';
+import type { AgentBudgets, AgentProgress, AgentRunResult, ExitReason } from '../agent/loop.ts';
 import { ModelClient } from '../agent/model-client.ts';
-import { sanitizeIssueText } from '../agent/prompt.ts';
+import { prepareIssue } from '../agent/prompt.ts';
 import { JsonlTrajectory } from '../agent/trajectory.ts';
 import type { Logger } from '../observability/logger.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import { CancelledError } from '../sandbox/errors.ts';
-import { Sandbox } from '../sandbox/sandbox.ts';
 import { cloneLocalRepository } from '../workspace/local-clone.ts';
-import { extractPatch } from '../workspace/patch.ts';
-import { runTestCommand, snapshotWorktree, type TestOutcome } from './test-command.ts';
+import { runSandboxSession } from './sandbox-session.ts';
+import type { TestOutcome } from './test-command.ts';
 
 export interface LocalRunOptions {
   repo: string;
@@ -107,17 +106,11 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
   };
   const trajectory = new JsonlTrajectory(path.join(opts.outDir, 'trajectory.jsonl'), scanner);
   const started = Date.now();
-  let sandbox: Sandbox | undefined;
   let checkout: Awaited<ReturnType<typeof cloneLocalRepository>> | undefined;
   let patchBytes: Buffer = Buffer.alloc(0);
   try {
-    const title = sanitizeIssueText(opts.title);
-    const body = sanitizeIssueText(opts.body);
-    const removed = title.removedComments + body.removedComments;
-    const invisible = title.removedInvisible + body.removedInvisible;
-    if (removed + invisible > 0) {
-      warnings.push(`removed ${removed} HTML comment(s) and ${invisible} invisible character(s) from the issue text before the model saw it`);
-    }
+    const issue = prepareIssue(opts.title, opts.body);
+    if (issue.warning) warnings.push(issue.warning);
 
     const client = new ModelClient({
       baseURL: opts.baseURL,
@@ -133,64 +126,43 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
     result.base_commit = checkout.baseCommit;
     if (checkout.sourceDirty) warnings.push('the repository has uncommitted changes; the run used its last commit (HEAD) only');
 
-    const created = await phase('sandbox', async () => {
-      const sb = await Sandbox.create(
-        opts.docker,
-        {
-          image: opts.image,
-          workdir: opts.workdir,
-          user: opts.sandboxUser,
-          memoryMb: opts.memoryMb,
-          cpus: opts.cpus,
-          pids: opts.pids,
-          network: 'none',
-          runId,
-          workerId: os.hostname(),
-        },
-        opts.signal,
-      );
-      sandbox = sb;
-      await sb.copyIn(checkout!.dir);
-      return sb;
+    const session = await runSandboxSession({
+      docker: opts.docker,
+      checkoutDir: checkout.dir,
+      baseCommit: checkout.baseCommit,
+      sandbox: { image: opts.image, workdir: opts.workdir, user: opts.sandboxUser, memoryMb: opts.memoryMb, cpus: opts.cpus, pids: opts.pids },
+      runId,
+      workerId: os.hostname(),
+      setup: [],
+      setupTimeoutSeconds: opts.testTimeoutSeconds,
+      testCommand: opts.testCommand,
+      testTimeoutSeconds: opts.testTimeoutSeconds,
+      issue: { title: issue.title, body: issue.body },
+      model,
+      client,
+      budgets: opts.budgets,
+      trajectory,
+      signal: opts.signal,
+      phase,
+      onProgress: opts.onProgress,
     });
-    const stopWatching = created.destroyOnAbort(opts.signal);
-    try {
-      if (opts.testCommand) {
-        const restore = await snapshotWorktree(created);
-        result.tests!.before = await phase('tests_before', () => runTestCommand(created, opts.testCommand!, opts.testTimeoutSeconds));
-        await restore();
-      }
-      const agent = await phase('agent', () =>
-        runAgent({
-          title: title.text,
-          body: body.text,
-          model,
-          client,
-          tools: created,
-          budgets: opts.budgets,
-          trajectory,
-          signal: opts.signal,
-          ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),
-        }),
-      );
-      result.exit_reason = agent.exitReason;
-      result.steps = agent.steps;
-      result.final_answer = scanner.redact(agent.finalAnswer);
-      result.tokens = agent.usage;
-      result.context_tokens = agent.contextTokens;
-      result.model_retries = agent.retries;
-      warnings.push(...agent.warnings);
-      if (agent.error) result.error = agent.error;
-      if (agent.exitReason === 'cancelled') throw new CancelledError();
-
-      const patch = await phase('patch', () => extractPatch(created, checkout!.baseCommit));
-      patchBytes = patch.diff;
-      result.patch = { files: patch.files, bytes: patch.diff.length, empty: patch.diff.length === 0 };
-      if (opts.testCommand) {
-        result.tests!.after = await phase('tests_after', () => runTestCommand(created, opts.testCommand!, opts.testTimeoutSeconds));
-      }
-    } finally {
-      stopWatching();
+    const agent = session.agent;
+    result.exit_reason = agent.exitReason;
+    result.steps = agent.steps;
+    result.final_answer = scanner.redact(agent.finalAnswer);
+    result.tokens = agent.usage;
+    result.context_tokens = agent.contextTokens;
+    result.model_retries = agent.retries;
+    warnings.push(...agent.warnings);
+    if (agent.error) result.error = agent.error;
+    if (result.tests && session.tests) {
+      result.tests.before = session.tests.before;
+      result.tests.after = session.tests.after;
+    }
+    if (agent.exitReason === 'cancelled') throw new CancelledError();
+    if (session.patch) {
+      patchBytes = session.patch.diff;
+      result.patch = { files: session.patch.files, bytes: patchBytes.length, empty: patchBytes.length === 0 };
     }
   } catch (err) {
     if (err instanceof CancelledError || opts.signal?.aborted) {
@@ -201,7 +173,6 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
       result.error = result.error ? `${result.error}; ${message}` : message;
     }
   } finally {
-    await sandbox?.destroy();
     await checkout?.dispose();
     durations['total'] = Date.now() - started;
     await trajectory.close();

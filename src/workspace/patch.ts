@@ -21,7 +21,7 @@ export async function extractPatch(sandbox: Sandbox, baseCommit: string): Promis
   const workdir = sandbox.options.workdir;
   const add = await sandbox.exec([...GIT, 'add', '-A'], { cwd: workdir, timeoutSeconds: 300 });
   if (add.exitCode !== 0) throw new SandboxError(`git add -A failed in the sandbox: ${add.stderr.toString().trim()}`);
-  const diff = await sandbox.exec([...GIT, 'diff', '--cached', '--binary', '--no-ext-diff', '--no-textconv', '--no-color', baseCommit], {
+  const diff = await sandbox.exec([...GIT, 'diff', '--cached', '--binary', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color', baseCommit], {
     cwd: workdir,
     timeoutSeconds: 300,
     keepBytes: MAX_PATCH_BYTES,

@@ -1,0 +1,91 @@
+import type { TestOutcome } from '../pipeline/test-command.ts';
+
+export interface PullRequestBodyInput {
+  issueNumber: number;
+  issueTitle: string;
+  summary: string;
+  files: Array<{ path: string; added: number | null; removed: number | null }>;
+  dropped: Array<{ path: string; reason: string }>;
+  tests: { before: TestOutcome | null; after: TestOutcome | null } | null;
+  run: { model: string; steps: number; promptTokens: number; completionTokens: number; seconds: number; exitReason: string; image: string; runId: string };
+  incomplete: boolean;
+  warnings: string[];
+}
+
+const MAX_BODY = 60_000;
+
+export const MACHINE_WRITTEN_NOTICE =
+  '**This change was written by a machine.** It may be incorrect or insecure even when the tests pass. ' +
+  'It needs review by a qualified person and independent regression and security testing before it is merged. ' +
+  'Lilypad never marks its pull requests ready, approves or merges them.';
+
+/** The draft pull request's body: what changed, how it was tested, how it was made, and a warning. */
+export function renderPullRequestBody(input: PullRequestBodyInput): string {
+  const parts: string[] = [];
+  if (input.incomplete) {
+    parts.push(
+      `> [!WARNING]\n> **Incomplete.** The agent's budget ran out (\`${input.run.exitReason}\`) before it finished. This draft keeps the work done so far; it is not a finished fix.`,
+    );
+  }
+  parts.push(`### Summary\n\n${quoteUntrusted(input.summary) || '_The agent gave no summary._'}`);
+
+  const fileLines = input.files.map((f) => `- \`${f.path}\`${f.added !== null ? ` (+${f.added} −${f.removed ?? 0})` : ' (binary)'}`);
+  parts.push(`### Files changed\n\n${fileLines.join('\n') || '_none_'}`);
+  if (input.dropped.length > 0) {
+    parts.push(
+      `### Left out of this pull request\n\n${input.dropped.map((d) => `- \`${d.path}\`: ${d.reason}`).join('\n')}\n\nThe agent changed these files, but Lilypad does not publish such changes; apply them by hand if they are wanted.`,
+    );
+  }
+
+  if (input.tests) {
+    const rows = [renderTest('Before the change', input.tests.before), renderTest('After the change', input.tests.after)];
+    const command = input.tests.after?.command ?? input.tests.before?.command ?? '';
+    parts.push(`### Tests\n\nCommand: \`${command.replace(/`/g, "'")}\`\n\n${rows.join('\n\n')}`);
+  } else {
+    parts.push('### Tests\n\n_No test command is configured (`test` in `.github/lilypad.yml`), so nothing was run._');
+  }
+
+  const r = input.run;
+  parts.push(
+    `### Run\n\n| model | steps | tokens (prompt / completion) | time | exit reason | image |\n|---|---|---|---|---|---|\n` +
+      `| \`${r.model}\` | ${r.steps} | ${r.promptTokens} / ${r.completionTokens} | ${formatSeconds(r.seconds)} | \`${r.exitReason}\` | \`${r.image}\` |`,
+  );
+  if (input.warnings.length > 0) parts.push(`<details><summary>Warnings (${input.warnings.length})</summary>\n\n${input.warnings.map((w) => `- ${escapeMentions(w)}`).join('\n')}\n\n</details>`);
+  parts.push(`---\n\n${MACHINE_WRITTEN_NOTICE}`);
+  parts.push(`Closes #${input.issueNumber}`);
+
+  let body = parts.join('\n\n');
+  if (body.length > MAX_BODY) body = `${body.slice(0, MAX_BODY - 200)}\n\n… (cut to fit GitHub's limit)\n\nCloses #${input.issueNumber}`;
+  return body;
+}
+
+function renderTest(label: string, t: TestOutcome | null): string {
+  if (!t) return `**${label}:** not run`;
+  const icon = t.outcome === 'passed' ? '✅' : t.outcome === 'failed' ? '❌' : '⚠️';
+  const counts = t.counts ? ` — ${Object.entries(t.counts).map(([k, v]) => `${v} ${k}`).join(', ')}` : '';
+  const exit = t.exitCode !== null ? `exit ${t.exitCode}` : t.outcome === 'timed_out' ? 'timed out' : 'did not run';
+  const tail = t.outputTail.split('\n').slice(-40).join('\n');
+  return `**${label}:** ${icon} ${t.outcome} (${exit}, ${formatSeconds(t.durationMs / 1000)})${counts}\n\n<details><summary>Output (last lines)</summary>\n\n${fence(tail)}\n\n</details>`;
+}
+
+/** A fenced block that the content cannot break out of. */
+export function fence(text: string): string {
+  const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((m) => m[0].length));
+  const f = '`'.repeat(longest + 1);
+  return `${f}text\n${text}\n${f}`;
+}
+
+/** Model-written text: no HTML comments, no @mentions that would ping people. */
+export function quoteUntrusted(text: string): string {
+  return escapeMentions(text.replace(/<!--[\s\S]*?(-->|$)/g, '').trim()).slice(0, 20_000);
+}
+
+function escapeMentions(text: string): string {
+  return text.replace(/(^|[^\w`])@([A-Za-z0-9][A-Za-z0-9-]*(?:\/[A-Za-z0-9_.-]+)?)/g, '$1`@$2`');
+}
+
+function formatSeconds(s: number): string {
+  if (s < 60) return `${s.toFixed(0)} s`;
+  const m = Math.floor(s / 60);
+  return `${m} min ${Math.round(s - m * 60)} s`;
+}

@@ -1,0 +1,108 @@
+import type { Redis } from 'ioredis';
+import { statusOf, type GitHubClient, type IssueRef } from './client.ts';
+
+/** The states of the one status comment Lilypad keeps on an issue, edited in place. */
+export type StatusState =
+  | { state: 'queued'; position: number | null; note?: string }
+  | { state: 'running'; step: number; phase?: string }
+  | { state: 'testing'; which: 'before' | 'after' }
+  | { state: 'done'; prUrl: string; prNumber: number; incomplete: boolean; updated: boolean; exitReason: string }
+  | { state: 'no_change'; why: string }
+  | { state: 'failed'; what: string; todo: string }
+  | { state: 'cancelled'; by?: string | undefined; why?: string | undefined };
+
+export const STATUS_MARKER = '<!-- lilypad:status -->';
+
+export function renderStatus(s: StatusState, triggeredBy?: string): string {
+  const who = triggeredBy ? ` (requested by @${triggeredBy})` : '';
+  let text: string;
+  switch (s.state) {
+    case 'queued':
+      text = `⏳ **Queued**${who}${s.position !== null ? `: position ${s.position} in the queue` : ''}.${s.note ? ` ${s.note}` : ''}`;
+      break;
+    case 'running':
+      text = `🏃 **Running**${who}: ${s.phase ?? `agent step ${s.step}`}.`;
+      break;
+    case 'testing':
+      text = `🧪 **Testing**${who}: running the test command ${s.which === 'before' ? 'on the untouched code' : 'on the change'}.`;
+      break;
+    case 'done':
+      text = s.incomplete
+        ? `⚠️ **Done, incomplete**${who}: the budget ran out (${s.exitReason}) before the agent finished; the partial change is in draft pull request #${s.prNumber} (${s.prUrl}). It needs more work.`
+        : `✅ **Done**${who}: ${s.updated ? 'updated' : 'opened'} draft pull request #${s.prNumber} (${s.prUrl}) for human review.`;
+      break;
+    case 'no_change':
+      text = `➖ **No change**${who}: ${s.why}`;
+      break;
+    case 'failed':
+      text = `❌ **Failed**${who}: ${s.what}\n\nWhat to do: ${s.todo}`;
+      break;
+    case 'cancelled':
+      text = `🚫 **Cancelled**${s.by ? ` by @${s.by}` : ''}${s.why ? `: ${s.why}` : '.'}`;
+      break;
+  }
+  return `${STATUS_MARKER}\n**Lilypad** · ${text}\n\n<sub>Label the issue or comment \`/lilypad\` to run again; remove the label or comment \`/lilypad cancel\` to stop.</sub>`;
+}
+
+/**
+ * Finds or creates the issue's status comment and edits it. The comment id is remembered in
+ * Redis; a lock per issue keeps two processes from both creating one.
+ */
+export class StatusComments {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+  ) {}
+
+  private key(ref: IssueRef): string {
+    return `${this.prefix}:status:${ref.owner}/${ref.repo}#${ref.issueNumber}`.toLowerCase();
+  }
+
+  async set(client: GitHubClient, ref: IssueRef, state: StatusState, triggeredBy?: string): Promise<void> {
+    const body = renderStatus(state, triggeredBy);
+    const lockKey = `${this.key(ref)}:lock`;
+    const token = Math.random().toString(36).slice(2);
+    for (let i = 0; i < 100; i++) {
+      if ((await this.redis.set(lockKey, token, 'PX', 15_000, 'NX')) === 'OK') break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    try {
+      let id = Number(await this.redis.get(this.key(ref))) || (await this.find(client, ref));
+      if (id) {
+        try {
+          await client.request('PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}', { owner: ref.owner, repo: ref.repo, comment_id: id, body });
+          await this.redis.set(this.key(ref), String(id), 'EX', 60 * 60 * 24 * 90);
+          return;
+        } catch (err) {
+          if (statusOf(err) !== 404) throw err; // deleted by a human: make a new one
+          id = 0;
+        }
+      }
+      const res = await client.request('POST /repos/{owner}/{repo}/issues/{issue_number}/comments', {
+        owner: ref.owner,
+        repo: ref.repo,
+        issue_number: ref.issueNumber,
+        body,
+      });
+      await this.redis.set(this.key(ref), String(res.data.id), 'EX', 60 * 60 * 24 * 90);
+    } finally {
+      if ((await this.redis.get(lockKey)) === token) await this.redis.del(lockKey);
+    }
+  }
+
+  private async find(client: GitHubClient, ref: IssueRef): Promise<number> {
+    for (let page = 1; page <= 10; page++) {
+      const res = await client.request('GET /repos/{owner}/{repo}/issues/{issue_number}/comments', {
+        owner: ref.owner,
+        repo: ref.repo,
+        issue_number: ref.issueNumber,
+        per_page: 100,
+        page,
+      });
+      const hit = res.data.find((c) => c.body?.startsWith(STATUS_MARKER) && c.user?.type === 'Bot');
+      if (hit) return Number(hit.id);
+      if (res.data.length < 100) return 0;
+    }
+    return 0;
+  }
+}

@@ -1,0 +1,191 @@
+import type { Job, Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Env } from '../config/env.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { CancelBus } from '../queue/cancel-bus.ts';
+import { runJobId, type EventJob, type RunJob } from '../queue/jobs.ts';
+import type { GitHubApp } from './app-auth.ts';
+import type { GitHubClient, IssueRef } from './client.ts';
+import { hasWriteAccess } from './permissions.ts';
+import { CONFIG_PATH, loadRepoConfig } from './repo-config-loader.ts';
+import type { StatusComments } from './status-comment.ts';
+
+export interface TriggerDeps {
+  env: Env;
+  github: GitHubApp;
+  runs: Queue<RunJob>;
+  redis: Redis;
+  status: StatusComments;
+  cancelBus: CancelBus;
+  logger: Logger;
+}
+
+export type Intent = { kind: 'trigger'; label: string } | { kind: 'cancel'; why: string } | { kind: 'ignore' };
+
+const LIVE_STATES = new Set(['waiting', 'delayed', 'active', 'prioritized', 'waiting-children']);
+
+/** What a webhook asks for, given the repository's trigger label. */
+export function intentOf(evt: EventJob, triggerLabel: string): Intent {
+  const same = (l: string | undefined) => (l ?? '').toLowerCase() === triggerLabel.toLowerCase();
+  switch (evt.kind) {
+    case 'labeled':
+      return same(evt.label) ? { kind: 'trigger', label: triggerLabel } : { kind: 'ignore' };
+    case 'unlabeled':
+      return same(evt.label) ? { kind: 'cancel', why: `the \`${triggerLabel}\` label was removed` } : { kind: 'ignore' };
+    case 'closed':
+      return { kind: 'cancel', why: 'the issue was closed' };
+    case 'comment': {
+      const words = (evt.commentBody ?? '').trim().split(/\s+/);
+      if (words[0]?.toLowerCase() !== '/lilypad') return { kind: 'ignore' };
+      const sub = words[1]?.toLowerCase();
+      if (sub === undefined || sub === 'run' || sub === 'start') return { kind: 'trigger', label: triggerLabel };
+      if (sub === 'cancel' || sub === 'stop') return { kind: 'cancel', why: 'cancelled with `/lilypad cancel`' };
+      return { kind: 'ignore' };
+    }
+  }
+}
+
+/**
+ * Turns one webhook event into a decision: start a job, say it is already running, cancel,
+ * refuse politely, report a bad configuration, or nothing. Runs in the worker, never in the
+ * webhook request.
+ */
+export async function handleEvent(evt: EventJob, deps: TriggerDeps): Promise<string> {
+  const ref: IssueRef = { owner: evt.owner, repo: evt.repo, issueNumber: evt.issueNumber };
+  const installation = await deps.github.installation(evt.installationId);
+  const octokit = installation as unknown as GitHubClient;
+  const jobId = runJobId(evt.repoId, evt.issueNumber);
+
+  // An issue closed needs no permission check: a job for a closed issue is stale anyway.
+  if (evt.kind === 'closed') return cancel(evt, deps, octokit, ref, jobId, 'the issue was closed', false);
+
+  const loaded = await loadRepoConfig(installation, evt.owner, evt.repo);
+  const triggerLabel = loaded.ok ? loaded.config.trigger_label : 'lilypad';
+  const intent = intentOf(evt, triggerLabel);
+  if (intent.kind === 'ignore') return 'ignored: not a Lilypad event';
+
+  const allowBots = loaded.ok ? loaded.config.allow_bots : [];
+  if (evt.sender.type === 'Bot' && !allowBots.includes(evt.sender.login)) return `ignored: bot ${evt.sender.login} is not in allow_bots`;
+
+  if (!(await hasWriteAccess(octokit, evt.owner, evt.repo, evt.sender.login))) {
+    await replyOnce(deps, octokit, ref, `denied:${evt.sender.login}`, politeRefusal(evt.sender.login, triggerLabel));
+    return `refused: ${evt.sender.login} lacks write access`;
+  }
+
+  if (intent.kind === 'cancel') return cancel(evt, deps, octokit, ref, jobId, intent.why, true);
+
+  if (!loaded.ok) {
+    const body =
+      `**Lilypad** could not start: \`${loaded.source ?? CONFIG_PATH}\` is not valid.\n\n` +
+      `${loaded.problems.map((p) => `- ${p}`).join('\n')}\n\nFix the file, then label the issue again or comment \`/lilypad\`.`;
+    await comment(octokit, ref, body);
+    return 'refused: invalid configuration';
+  }
+  return startJob(evt, deps, octokit, ref, jobId, intent.label);
+}
+
+async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, label: string): Promise<string> {
+  return withIssueLock(deps, jobId, async () => {
+    const existing = await deps.runs.getJob(jobId);
+    const state = existing ? await existing.getState() : undefined;
+    if (existing && state && LIVE_STATES.has(state)) {
+      const what = state === 'active' ? 'is already working on this issue' : 'already has this issue in its queue';
+      await react(octokit, ref, evt);
+      await comment(octokit, ref, `@${evt.sender.login} Lilypad ${what}; see the status comment above. Remove the label or comment \`/lilypad cancel\` to stop it.`);
+      return `duplicate: job ${jobId} is ${state}`;
+    }
+    if (existing) await existing.remove().catch(() => undefined);
+    await deps.cancelBus.clear(jobId);
+    const data: RunJob = {
+      installationId: evt.installationId,
+      repoId: evt.repoId,
+      owner: evt.owner,
+      repo: evt.repo,
+      issueNumber: evt.issueNumber,
+      triggeredBy: evt.sender.login,
+      trigger: evt.kind === 'comment' ? 'comment' : 'label',
+      label,
+      deliveryId: evt.deliveryId,
+      queuedAt: new Date().toISOString(),
+    };
+    await deps.runs.add('run', data, {
+      jobId,
+      attempts: deps.env.LILYPAD_JOB_ATTEMPTS,
+      backoff: { type: 'exponential', delay: Number(process.env['LILYPAD_RETRY_DELAY_MS'] ?? 30_000) },
+      removeOnComplete: { age: 7 * 24 * 3600 },
+      removeOnFail: { age: 30 * 24 * 3600 },
+    });
+    await react(octokit, ref, evt);
+    const waiting = await deps.runs.getWaitingCount();
+    const job = await deps.runs.getJob(jobId);
+    if (job && (await job.getState()) !== 'active') {
+      await deps.status.set(octokit, ref, { state: 'queued', position: Math.max(1, waiting) }, evt.sender.login);
+    }
+    return `queued: ${jobId}`;
+  });
+}
+
+async function cancel(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, why: string, byUser: boolean): Promise<string> {
+  return withIssueLock(deps, jobId, async () => {
+    const job: Job<RunJob> | undefined = await deps.runs.getJob(jobId);
+    const state = job ? await job.getState() : undefined;
+    if (!job || !state || !LIVE_STATES.has(state)) {
+      if (evt.kind === 'comment') await comment(octokit, ref, `@${evt.sender.login} there is no Lilypad job to cancel on this issue.`);
+      return 'nothing to cancel';
+    }
+    const by = byUser ? evt.sender.login : undefined;
+    if (state !== 'active') {
+      try {
+        await job.remove();
+        await deps.status.set(octokit, ref, { state: 'cancelled', by, why }, job.data.triggeredBy);
+        await react(octokit, ref, evt);
+        return `removed queued job ${jobId}`;
+      } catch {
+        /* it became active meanwhile: cancel it where it runs */
+      }
+    }
+    await deps.cancelBus.request({ jobId, by, why });
+    await react(octokit, ref, evt);
+    return `cancel requested for running job ${jobId}`;
+  });
+}
+
+async function withIssueLock<T>(deps: TriggerDeps, jobId: string, fn: () => Promise<T>): Promise<T> {
+  const key = `${deps.env.LILYPAD_QUEUE_PREFIX}:lock:${jobId}`;
+  const token = Math.random().toString(36).slice(2);
+  for (let i = 0; i < 200; i++) {
+    if ((await deps.redis.set(key, token, 'PX', 30_000, 'NX')) === 'OK') break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  try {
+    return await fn();
+  } finally {
+    if ((await deps.redis.get(key)) === token) await deps.redis.del(key);
+  }
+}
+
+async function comment(octokit: GitHubClient, ref: IssueRef, body: string): Promise<void> {
+  await octokit.request('POST /repos/{owner}/{repo}/issues/{issue_number}/comments', { owner: ref.owner, repo: ref.repo, issue_number: ref.issueNumber, body });
+}
+
+/** Acknowledges a `/lilypad` comment with 👀 (best effort). */
+async function react(octokit: GitHubClient, ref: IssueRef, evt: EventJob): Promise<void> {
+  if (evt.kind !== 'comment' || !evt.commentId) return;
+  await octokit
+    .request('POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions', { owner: ref.owner, repo: ref.repo, comment_id: evt.commentId, content: 'eyes' })
+    .catch(() => undefined);
+}
+
+/** One reply per person and issue, however often they try. */
+async function replyOnce(deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, what: string, body: string): Promise<void> {
+  const key = `${deps.env.LILYPAD_QUEUE_PREFIX}:replied:${ref.owner}/${ref.repo}#${ref.issueNumber}:${what}`.toLowerCase();
+  if ((await deps.redis.set(key, '1', 'EX', 90 * 24 * 3600, 'NX')) !== 'OK') return;
+  await comment(octokit, ref, body);
+}
+
+export function politeRefusal(login: string, label: string): string {
+  return (
+    `Thanks, @${login}! Lilypad can only be started or stopped by people with write, maintain or admin access to this repository. ` +
+    `A maintainer can start it by adding the \`${label}\` label or commenting \`/lilypad\`.`
+  );
+}

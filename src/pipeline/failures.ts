@@ -1,0 +1,82 @@
+import { UnrecoverableError } from 'bullmq';
+import { ModelError } from '../agent/model-client.ts';
+import { statusOf } from '../github/client.ts';
+import { CancelledError, SandboxError } from '../sandbox/errors.ts';
+import { GitError } from '../workspace/git.ts';
+import { SetupError } from './sandbox-session.ts';
+
+/** A problem the repository's maintainers must fix (configuration, setup): never retried. */
+export class UserError extends Error {
+  override name = 'UserError';
+  constructor(
+    message: string,
+    readonly todo: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface FailureVerdict {
+  /** transient: retry with backoff; final: tell the issue and stop; cancelled: say so. */
+  kind: 'transient' | 'final' | 'cancelled';
+  what: string;
+  todo: string;
+}
+
+/** The one place that decides what a failure means for the user. */
+export function classifyFailure(err: unknown): FailureVerdict {
+  if (err instanceof CancelledError) return { kind: 'cancelled', what: err.message, todo: '' };
+  if (err instanceof UserError) return { kind: 'final', what: err.message, todo: err.todo };
+  if (err instanceof SetupError) {
+    const tail = err.outcome.outputTail.split('\n').slice(-15).join('\n').trim();
+    return {
+      kind: 'final',
+      what: `${err.message}.${tail ? `\n\n\`\`\`text\n${tail.replace(/```/g, "'''")}\n\`\`\`` : ''}`,
+      todo: 'fix the `setup` commands in `.github/lilypad.yml` (they run in the sandbox image with network, before the agent), then run Lilypad again.',
+    };
+  }
+  if (err instanceof ModelError) {
+    return {
+      kind: 'final',
+      what: `the model server failed: ${err.message}`,
+      todo: 'ask the Lilypad administrator to check the model server (`lilypad doctor`), then run Lilypad again.',
+    };
+  }
+  if (err instanceof SandboxError) {
+    if (/not present on the Docker engine|needs python3/.test(err.message)) {
+      return { kind: 'final', what: `the sandbox could not start: ${err.message}`, todo: 'set `image` in `.github/lilypad.yml` to an image with bash and python3 that the workers have, or ask the administrator to build it.' };
+    }
+    return { kind: 'transient', what: `the sandbox failed: ${err.message}`, todo: 'Lilypad retries this by itself; if it keeps failing, ask the administrator to check the Docker engine.' };
+  }
+  const status = statusOf(err);
+  if (status !== undefined) {
+    if (status >= 500 || status === 429 || status === 408) {
+      return { kind: 'transient', what: `GitHub answered HTTP ${status}`, todo: 'Lilypad retries this by itself.' };
+    }
+    if (status === 403 && /rate limit/i.test((err as Error).message)) {
+      return { kind: 'transient', what: 'GitHub rate limit reached', todo: 'Lilypad retries this by itself.' };
+    }
+    return {
+      kind: 'final',
+      what: `GitHub refused a request (HTTP ${status}): ${(err as Error).message}`,
+      todo: 'check that the Lilypad app is installed on this repository with contents, issues and pull requests write access.',
+    };
+  }
+  if (err instanceof GitError) {
+    if (/Could not resolve host|Connection refused|timed out|early EOF|RPC failed|unable to access/i.test(err.message)) {
+      return { kind: 'transient', what: `git could not reach GitHub: ${err.message}`, todo: 'Lilypad retries this by itself.' };
+    }
+    return { kind: 'final', what: `a git operation failed: ${err.message}`, todo: 'run Lilypad again; if it fails the same way, tell the Lilypad administrator.' };
+  }
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND|EAI_AGAIN)$/.test(code)) {
+    return { kind: 'transient', what: `a connection failed (${code})`, todo: 'Lilypad retries this by itself.' };
+  }
+  return { kind: 'final', what: `an unexpected error: ${(err as Error).message ?? String(err)}`, todo: 'tell the Lilypad administrator; the worker log has the details.' };
+}
+
+/** What BullMQ should do with the job: retry (throw as is) or stop (UnrecoverableError). */
+export function toQueueError(err: unknown, verdict: FailureVerdict): Error {
+  if (verdict.kind === 'transient') return err instanceof Error ? err : new Error(String(err));
+  return new UnrecoverableError(verdict.what);
+}

@@ -1,0 +1,169 @@
+import os from 'node:os';
+import { DelayedError, Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
+import type Docker from 'dockerode';
+import type { Env } from '../config/env.ts';
+import type { GitHubApp } from '../github/app-auth.ts';
+import type { GitHubClient, IssueRef } from '../github/client.ts';
+import { StatusComments } from '../github/status-comment.ts';
+import { handleEvent } from '../github/triggers.ts';
+import type { Logger } from '../observability/logger.ts';
+import { classifyFailure } from '../pipeline/failures.ts';
+import { runIssueJob, type RunJobOutcome } from '../pipeline/run-job.ts';
+import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
+import { CancelBus, type CancelRequest } from './cancel-bus.ts';
+import { EVENTS_QUEUE, RUNS_QUEUE, eventJobSchema, runJobSchema, type EventJob, type RunJob } from './jobs.ts';
+import { createRedis } from './redis.ts';
+
+export interface WorkerOptions {
+  env: Env;
+  redisUrl: string;
+  github: GitHubApp;
+  docker: Docker;
+  logger: Logger;
+  workerId?: string;
+}
+
+export interface WorkerRuntime {
+  workerId: string;
+  /** Stops taking jobs; running jobs are handed back to the queue and their sandboxes removed. */
+  close(): Promise<void>;
+}
+
+const SHUTDOWN = 'shutdown';
+export const LABEL_JOB = 'dev.lilypad.job';
+export const LABEL_INSTANCE = 'dev.lilypad.instance';
+
+/**
+ * A worker process: handles webhook events (cheap, several at once) and runs issue jobs (one
+ * sandbox each, LILYPAD_WORKER_CONCURRENCY at once). Any number of these may share one Redis.
+ */
+export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
+  const { env, logger } = opts;
+  const workerId = opts.workerId ?? env.LILYPAD_WORKER_ID ?? os.hostname();
+  const instance = `${workerId}-${process.pid}-${Date.now().toString(36)}`;
+  const prefix = env.LILYPAD_QUEUE_PREFIX;
+  const redis = createRedis(opts.redisUrl);
+  const status = new StatusComments(redis, prefix);
+  const cancelBus = new CancelBus(redis, prefix);
+  const runsQueue = new Queue<RunJob>(RUNS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
+
+  // Containers of this machine whose job is no longer running (a crash, a kill -9) go first.
+  const swept = await sweepOrphans(opts.docker, runsQueue, workerId).catch(() => 0);
+  if (swept > 0) logger.warn({ workerId, swept }, 'removed sandboxes left behind by an earlier worker');
+
+  const events = new Worker<EventJob>(
+    EVENTS_QUEUE,
+    async (job) => {
+      const evt = eventJobSchema.parse(job.data);
+      const outcome = await handleEvent(evt, { env, github: opts.github, runs: runsQueue, redis, status, cancelBus, logger });
+      logger.info({ delivery: evt.deliveryId, kind: evt.kind, issue: `${evt.owner}/${evt.repo}#${evt.issueNumber}`, outcome }, 'event handled');
+      return outcome;
+    },
+    { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix, concurrency: 8 },
+  );
+
+  const runs = new Worker<RunJob, RunJobOutcome>(
+    RUNS_QUEUE,
+    async (job, token, signal) => processRun(job, token, signal ?? new AbortController().signal),
+    {
+      connection: createRedis(opts.redisUrl, { forWorker: true }),
+      prefix,
+      concurrency: env.LILYPAD_WORKER_CONCURRENCY,
+      lockDuration: 60_000,
+      maxStalledCount: 2,
+    },
+  );
+
+  async function processRun(job: Job<RunJob, RunJobOutcome>, token: string | undefined, signal: AbortSignal): Promise<RunJobOutcome> {
+    const data = runJobSchema.parse(job.data);
+    const ref: IssueRef = { owner: data.owner, repo: data.repo, issueNumber: data.issueNumber };
+    const client = async () => (await opts.github.installation(data.installationId)) as unknown as GitHubClient;
+    const setStatus = async (state: Parameters<StatusComments['set']>[2]) => status.set(await client(), ref, state, data.triggeredBy);
+    const log = logger.child({ job: job.id, attempt: job.attemptsMade + 1 });
+
+    const early = await cancelBus.pending(job.id!);
+    if (early) {
+      await setStatus({ state: 'cancelled', by: early.by, why: early.why });
+      await cancelBus.clear(job.id!);
+      return { result: 'cancelled' };
+    }
+    const runId = `${job.id}-${Date.now().toString(36)}`;
+    try {
+      const labels = { [LABEL_JOB]: job.id!, [LABEL_INSTANCE]: instance };
+      const outcome = await runIssueJob(data, { env, github: opts.github, docker: opts.docker, redis, status, logger: log, workerId, labels }, signal, runId);
+      log.info({ outcome }, 'job finished');
+      return outcome;
+    } catch (err) {
+      if (signal.aborted) {
+        if (signal.reason === SHUTDOWN) {
+          // Hand the job back: another worker (or this one, restarted) picks it up from the start.
+          log.warn('worker stopping: job handed back to the queue');
+          await setStatus({ state: 'queued', position: null, note: 'A worker stopped while running it; it will start again shortly.' }).catch(() => undefined);
+          await job.moveToDelayed(Date.now() + 1000, token);
+          throw new DelayedError();
+        }
+        const req = parseCancel(signal.reason);
+        await setStatus({ state: 'cancelled', by: req?.by, why: req?.why }).catch(() => undefined);
+        await cancelBus.clear(job.id!);
+        log.info({ by: req?.by }, 'job cancelled');
+        return { result: 'cancelled' };
+      }
+      const verdict = classifyFailure(err);
+      const attempts = job.opts.attempts ?? 1;
+      log.error({ err: (err as Error).message, verdict: verdict.kind }, 'job failed');
+      if (verdict.kind === 'transient' && job.attemptsMade + 1 < attempts) {
+        await setStatus({ state: 'queued', position: null, note: `Retrying after an infrastructure problem: ${verdict.what}` }).catch(() => undefined);
+        throw err;
+      }
+      await setStatus({ state: 'failed', what: verdict.what, todo: verdict.todo }).catch((e: unknown) => log.error({ err: (e as Error).message }, 'status update failed'));
+      throw new UnrecoverableError(verdict.what);
+    }
+  }
+
+  await cancelBus.subscribe((req: CancelRequest) => {
+    if (runs.cancelJob(req.jobId, `cancel:${JSON.stringify(req)}`)) logger.info({ job: req.jobId, by: req.by }, 'cancelling running job');
+  });
+  for (const w of [events, runs]) w.on('error', (err) => logger.error({ err: err.message }, 'worker error'));
+  logger.info({ workerId, concurrency: env.LILYPAD_WORKER_CONCURRENCY }, 'worker started');
+
+  let closing: Promise<void> | undefined;
+  return {
+    workerId,
+    close() {
+      closing ??= (async () => {
+        logger.info({ workerId }, 'worker stopping');
+        runs.cancelAllJobs(SHUTDOWN);
+        await Promise.all([runs.close(), events.close()]);
+        await cancelBus.close();
+        await runsQueue.close();
+        await removeLabelled(opts.docker, LABEL_INSTANCE, instance).catch(() => 0);
+        redis.disconnect();
+        logger.info({ workerId }, 'worker stopped');
+      })();
+      return closing;
+    },
+  };
+}
+
+function parseCancel(reason: unknown): CancelRequest | null {
+  if (typeof reason !== 'string' || !reason.startsWith('cancel:')) return null;
+  try {
+    return JSON.parse(reason.slice('cancel:'.length)) as CancelRequest;
+  } catch {
+    return null;
+  }
+}
+
+/** Removes this machine's sandboxes whose job is not active any more. */
+async function sweepOrphans(docker: Docker, runs: Queue<RunJob>, workerId: string): Promise<number> {
+  const list = await docker.listContainers({ all: true, filters: { label: [`${LABEL_WORKER}=${workerId}`, LABEL_JOB] } });
+  let removed = 0;
+  for (const c of list) {
+    const jobId = c.Labels[LABEL_JOB];
+    const job = jobId ? await runs.getJob(jobId) : undefined;
+    if (job && (await job.getState()) === 'active') continue;
+    await docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined);
+    removed++;
+  }
+  return removed;
+}
