@@ -1,0 +1,84 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { fence, MACHINE_WRITTEN_NOTICE, quoteUntrusted, renderPullRequestBody, type PullRequestBodyInput } from '../../src/github/pull-request-body.ts';
+import { renderStatus, STATUS_MARKER } from '../../src/github/status-comment.ts';
+import { intentOf } from '../../src/github/triggers.ts';
+import type { EventJob } from '../../src/queue/jobs.ts';
+
+const base: PullRequestBodyInput = {
+  issueNumber: 7,
+  issueTitle: 'add() is wrong',
+  summary: 'Fixed add(). Thanks @octocat <!-- hidden -->',
+  files: [
+    { path: 'calc.py', added: 1, removed: 1 },
+    { path: 'logo.png', added: null, removed: null },
+  ],
+  dropped: [{ path: '.github/workflows/ci.yml', reason: 'workflows are never published' }],
+  tests: {
+    before: { command: 'pytest -q', outcome: 'failed', exitCode: 1, durationMs: 2100, counts: { passed: 3, failed: 1 }, outputTail: '1 failed, 3 passed\n```' },
+    after: { command: 'pytest -q', outcome: 'passed', exitCode: 0, durationMs: 1900, counts: { passed: 4 }, outputTail: '4 passed' },
+  },
+  run: { model: 'frognano-4b', steps: 12, promptTokens: 50000, completionTokens: 3000, seconds: 95, exitReason: 'agent', image: 'lilypad-sandbox:latest', runId: 'r1' },
+  incomplete: false,
+  warnings: [],
+};
+
+test('the pull request body has summary, files, left-out files, tests, run, notice and a closing reference', () => {
+  const body = renderPullRequestBody(base);
+  assert.match(body, /### Summary\n\nFixed add\(\)\. Thanks `@octocat`$/m);
+  assert.doesNotMatch(body, /hidden/);
+  assert.match(body, /- `calc.py` \(\+1 −1\)/);
+  assert.match(body, /- `logo.png` \(binary\)/);
+  assert.match(body, /### Left out of this pull request\n\n- `.github\/workflows\/ci.yml`: workflows are never published/);
+  assert.match(body, /\*\*Before the change:\*\* ❌ failed \(exit 1, 2 s\) — 3 passed, 1 failed/);
+  assert.match(body, /\*\*After the change:\*\* ✅ passed \(exit 0, 2 s\) — 4 passed/);
+  assert.match(body, /<details><summary>Output \(last lines\)<\/summary>\n\n````text\n1 failed, 3 passed\n```\n````/);
+  assert.match(body, /\| `frognano-4b` \| 12 \| 50000 \/ 3000 \| 1 min 35 s \| `agent` \| `lilypad-sandbox:latest` \|/);
+  assert.ok(body.includes(MACHINE_WRITTEN_NOTICE));
+  assert.match(body, /Closes #7$/);
+  assert.doesNotMatch(body, /Incomplete/);
+});
+
+test('an incomplete run says so first; no test command says nothing was run', () => {
+  const body = renderPullRequestBody({ ...base, incomplete: true, tests: null, run: { ...base.run, exitReason: 'max_turns' } });
+  assert.match(body, /^> \[!WARNING\]\n> \*\*Incomplete\.\*\* The agent's budget ran out \(`max_turns`\)/);
+  assert.match(body, /No test command is configured/);
+});
+
+test('fences cannot be broken out of, untrusted text cannot ping people', () => {
+  assert.equal(fence('a ```` b'), '`````text\na ```` b\n`````');
+  assert.equal(quoteUntrusted('cc @org/team and @bob, mail me@x.org'), 'cc `@org/team` and `@bob`, mail me@x.org');
+});
+
+test('status comments carry the marker and say what to do', () => {
+  const failed = renderStatus({ state: 'failed', what: 'setup failed', todo: 'fix setup' }, 'alice');
+  assert.ok(failed.startsWith(STATUS_MARKER));
+  assert.match(failed, /❌ \*\*Failed\*\* \(requested by @alice\): setup failed\n\nWhat to do: fix setup/);
+  assert.match(renderStatus({ state: 'queued', position: 2 }), /Queued\*\*: position 2 in the queue/);
+  assert.match(renderStatus({ state: 'cancelled', by: 'bob', why: 'the label was removed' }), /Cancelled\*\* by @bob: the label was removed/);
+  assert.match(renderStatus({ state: 'done', prUrl: 'u', prNumber: 3, incomplete: true, updated: false, exitReason: 'max_time' }), /Done, incomplete.*max_time.*#3/);
+});
+
+const evt = (over: Partial<EventJob>): EventJob => ({
+  installationId: 1,
+  repoId: 2,
+  owner: 'o',
+  repo: 'r',
+  issueNumber: 3,
+  deliveryId: 'd',
+  kind: 'labeled',
+  sender: { login: 'alice', type: 'User' },
+  receivedAt: '',
+  ...over,
+});
+
+test('intents: the trigger label starts, its removal, close and /lilypad cancel stop, anything else is ignored', () => {
+  assert.deepEqual(intentOf(evt({ label: 'LilyPad' }), 'lilypad'), { kind: 'trigger', label: 'lilypad' });
+  assert.deepEqual(intentOf(evt({ label: 'bug' }), 'lilypad'), { kind: 'ignore' });
+  assert.equal(intentOf(evt({ kind: 'unlabeled', label: 'lilypad' }), 'lilypad').kind, 'cancel');
+  assert.equal(intentOf(evt({ kind: 'closed' }), 'lilypad').kind, 'cancel');
+  assert.equal(intentOf(evt({ kind: 'comment', commentBody: '/lilypad' }), 'x').kind, 'trigger');
+  assert.equal(intentOf(evt({ kind: 'comment', commentBody: '  /lilypad cancel please' }), 'x').kind, 'cancel');
+  assert.equal(intentOf(evt({ kind: 'comment', commentBody: '/lilypadding' }), 'x').kind, 'ignore');
+  assert.equal(intentOf(evt({ kind: 'comment', commentBody: 'please /lilypad' }), 'x').kind, 'ignore');
+});
