@@ -108,6 +108,9 @@ async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient,
       deliveryId: evt.deliveryId,
       queuedAt: new Date().toISOString(),
     };
+    // Say "queued" before the job exists, so a fast worker's "running" can never be overwritten.
+    const position = (await deps.runs.getWaitingCount()) + 1;
+    await deps.status.set(octokit, ref, { state: 'queued', position }, evt.sender.login);
     await deps.runs.add('run', data, {
       jobId,
       attempts: deps.env.LILYPAD_JOB_ATTEMPTS,
@@ -116,11 +119,6 @@ async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient,
       removeOnFail: { age: 30 * 24 * 3600 },
     });
     await react(octokit, ref, evt);
-    const waiting = await deps.runs.getWaitingCount();
-    const job = await deps.runs.getJob(jobId);
-    if (job && (await job.getState()) !== 'active') {
-      await deps.status.set(octokit, ref, { state: 'queued', position: Math.max(1, waiting) }, evt.sender.login);
-    }
     return `queued: ${jobId}`;
   });
 }

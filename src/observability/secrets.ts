@@ -42,15 +42,26 @@ export class SecretScanner {
     return out;
   }
 
-  /** Deep-redacts every string inside a JSON-like value. */
-  redactDeep<T>(value: T): T {
+  /**
+   * Deep-redacts every string inside plain objects and arrays (cycle-safe, depth-limited). Class
+   * instances other than errors are left to their own serializers.
+   */
+  redactDeep<T>(value: T, seen: WeakSet<object> = new WeakSet(), depth = 0): T {
     if (typeof value === 'string') return this.redact(value) as T;
-    if (Array.isArray(value)) return value.map((v: unknown) => this.redactDeep(v)) as T;
-    if (value !== null && typeof value === 'object') {
-      const out: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(value)) out[k] = this.redactDeep(v);
-      return out as T;
+    if (value === null || typeof value !== 'object' || depth > 12) return value;
+    if (seen.has(value)) return value;
+    seen.add(value);
+    if (value instanceof Error) {
+      const copy = new Error(this.redact(value.message));
+      copy.name = value.name;
+      copy.stack = value.stack ? this.redact(value.stack) : '';
+      return copy as T;
     }
-    return value;
+    if (Array.isArray(value)) return value.map((v: unknown) => this.redactDeep(v, seen, depth + 1)) as T;
+    const proto = Object.getPrototypeOf(value) as unknown;
+    if (proto !== Object.prototype && proto !== null) return value;
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = this.redactDeep(v, seen, depth + 1);
+    return out as T;
   }
 }

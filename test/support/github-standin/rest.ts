@@ -1,0 +1,834 @@
+/**
+ * The REST API under /api/v3: routing, authorisation (JWT vs installation token, repository scope,
+ * per-permission checks) and the handlers, answering in GitHub's shapes, status codes and messages.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { newInstallationToken, MSG_JWT_UNDECODABLE } from './auth.ts';
+import type { AuthInfo } from './auth.ts';
+import * as gitRepo from './git-repo.ts';
+import { DOCS_ROOT, isoNow, levelAllows, nodeId } from './state.ts';
+import type { CommentRec, InstallationRec, IssueRec, ReactionRec, RepoRec, StandinState, TokenRec, UserRec } from './state.ts';
+import type { AccessLevel, PermissionSet, ReactionContent, RoleName } from './types.ts';
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly payload: Record<string, unknown>,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(typeof payload.message === 'string' ? payload.message : `HTTP ${status}`);
+  }
+}
+
+export interface ApiRequest {
+  method: string;
+  /** Path after /api/v3, still percent-encoded, without the query. */
+  pathname: string;
+  query: URLSearchParams;
+  headers: IncomingHttpHeaders;
+  body: unknown;
+  auth: AuthInfo;
+}
+
+export interface ApiResponse {
+  status: number;
+  json?: unknown;
+  raw?: Buffer;
+  contentType?: string;
+  mediaType?: string;
+  headers?: Record<string, string>;
+}
+
+type Need = readonly [permission: string, level: AccessLevel];
+type Params = Record<string, string>;
+type Handler = (req: ApiRequest, p: Params) => ApiResponse;
+
+interface Route {
+  method: string;
+  regex: RegExp;
+  names: string[];
+  auth: 'app' | 'installation' | 'any';
+  /** For the x-accepted-github-permissions header. */
+  accepted: string;
+  docs: string;
+  handler: Handler;
+}
+
+interface RepoCtx {
+  repo: RepoRec;
+  token: TokenRec | null;
+  /** The token's installation covers this repository (and the token is not restricted away from it). */
+  scoped: boolean;
+}
+
+const REACTIONS: readonly ReactionContent[] = ['+1', '-1', 'laugh', 'confused', 'heart', 'hooray', 'rocket', 'eyes'];
+const ROLE_TO_LEGACY: Record<RoleName | 'none', 'admin' | 'write' | 'read' | 'none'> = {
+  admin: 'admin',
+  maintain: 'write',
+  write: 'write',
+  triage: 'read',
+  read: 'read',
+  none: 'none',
+};
+const MAX_BODY = 65536;
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function errorPayload(status: number, message: string, docs: string, errors?: unknown[]): Record<string, unknown> {
+  return errors
+    ? { message, errors, documentation_url: docs, status: String(status) }
+    : { message, documentation_url: docs, status: String(status) };
+}
+
+export interface RateLimitSnapshot {
+  limit: number;
+  used: number;
+  remaining: number;
+  reset: number;
+}
+
+export interface RestOptions {
+  tokenTtlSeconds: number;
+  /** The caller's core rate-limit bucket (GET /rate_limit does not count against it). */
+  rateLimitFor(auth: AuthInfo): RateLimitSnapshot;
+}
+
+export class RestApi {
+  private readonly routes: Route[] = [];
+
+  constructor(
+    private readonly state: StandinState,
+    private readonly opts: RestOptions,
+  ) {
+    this.defineRoutes();
+  }
+
+  // ------------------------------------------------------------ framework
+
+  private add(method: string, template: string, auth: Route['auth'], accepted: string, docs: string, handler: Handler): void {
+    const names: string[] = [];
+    const source = template.replace(/\{(\w+)(\+?)\}/g, (_m, name: string, plus: string) => {
+      names.push(name);
+      return plus ? '(.*)' : '([^/]+)';
+    });
+    this.routes.push({ method, regex: new RegExp(`^${source}/?$`), names, auth, accepted, docs: `${DOCS_ROOT}/${docs}`, handler });
+  }
+
+  handle(req: ApiRequest): ApiResponse & { accepted: string } {
+    let accepted = '';
+    try {
+      for (const route of this.routes) {
+        const m = route.regex.exec(req.pathname);
+        if (!m) continue;
+        if (route.method !== req.method && !(route.method === 'GET' && req.method === 'HEAD')) continue;
+        accepted = route.accepted;
+        const params: Params = {};
+        route.names.forEach((name, i) => {
+          params[name] = decodeURIComponent(m[i + 1] ?? '');
+        });
+        this.gate(req, route);
+        return { ...route.handler(req, params), accepted };
+      }
+      throw new ApiError(404, errorPayload(404, 'Not Found', DOCS_ROOT));
+    } catch (err) {
+      if (err instanceof ApiError) return { status: err.status, json: err.payload, headers: err.headers, accepted };
+      throw err;
+    }
+  }
+
+  private docsFor(req: ApiRequest): string {
+    for (const route of this.routes) if (route.regex.test(req.pathname) && route.method === req.method) return route.docs;
+    return DOCS_ROOT;
+  }
+
+  private fail(req: ApiRequest, status: number, message: string, errors?: unknown[]): never {
+    throw new ApiError(status, errorPayload(status, message, this.docsFor(req), errors));
+  }
+
+  private validation(req: ApiRequest, errors: unknown[]): never {
+    this.fail(req, 422, 'Validation Failed', errors);
+  }
+
+  private gate(req: ApiRequest, route: Route): void {
+    const auth = req.auth;
+    if (auth.kind === 'invalid') throw new ApiError(auth.status, errorPayload(auth.status, auth.message, 'https://docs.github.com/rest'));
+    if (route.auth === 'app') {
+      if (auth.kind !== 'app') throw new ApiError(401, errorPayload(401, MSG_JWT_UNDECODABLE, 'https://docs.github.com/rest'));
+    } else if (route.auth === 'installation') {
+      if (auth.kind === 'app') this.fail(req, 403, 'Resource not accessible by integration');
+    }
+  }
+
+  /** Finds the repository and checks the caller may see it (and write to it when `write`). */
+  private repoCtx(req: ApiRequest, p: Params, write: boolean): RepoCtx {
+    const repo = this.state.findRepo(p.owner ?? '', p.repo ?? '');
+    const auth = req.auth;
+    if (auth.kind !== 'installation') {
+      if (!repo || repo.private) this.fail(req, 404, 'Not Found');
+      if (write) this.fail(req, 401, 'Requires authentication');
+      return { repo, token: null, scoped: false };
+    }
+    if (!repo) this.fail(req, 404, 'Not Found');
+    const token = auth.token;
+    const scoped = repo.owner === token.installation.account && (token.repositoryIds === null || token.repositoryIds.includes(repo.id));
+    if (!scoped) {
+      if (repo.private) this.fail(req, 404, 'Not Found');
+      if (write) this.fail(req, 403, 'Resource not accessible by integration');
+    }
+    return { repo, token, scoped };
+  }
+
+  /** Checks the token holds one of `needs` (GitHub accepts e.g. issues or pull_requests for a PR's conversation). */
+  private need(req: ApiRequest, ctx: RepoCtx, needs: readonly Need[]): void {
+    if (!ctx.token || !ctx.scoped) return;
+    const perms = ctx.token.permissions;
+    const ok = needs.some(([perm, level]) => (perm === 'metadata' && level === 'read') || levelAllows(perms[perm], level));
+    if (!ok) this.fail(req, 403, 'Resource not accessible by integration');
+  }
+
+  private actor(ctx: RepoCtx): UserRec {
+    return ctx.token ? this.state.botUser : this.state.appOwner;
+  }
+
+  private issueOr404(req: ApiRequest, repo: RepoRec, numberText: string | undefined): IssueRec {
+    const n = Number(numberText);
+    const issue = Number.isInteger(n) ? repo.issues.get(n) : undefined;
+    if (!issue) this.fail(req, 404, 'Not Found');
+    return issue;
+  }
+
+  private conversationNeeds(issue: IssueRec, level: AccessLevel): Need[] {
+    return issue.pull ? [['issues', level], ['pull_requests', level]] : [['issues', level]];
+  }
+
+  private commentOr404(req: ApiRequest, repo: RepoRec, idText: string | undefined): CommentRec {
+    const comment = this.state.comments.get(Number(idText));
+    if (!comment || comment.issue.repo !== repo) this.fail(req, 404, 'Not Found');
+    return comment;
+  }
+
+  private paginate<T>(req: ApiRequest, items: T[]): { page: T[]; headers: Record<string, string> } {
+    const perPage = Math.min(100, Math.max(1, Number(req.query.get('per_page') ?? 30) || 30));
+    const page = Math.max(1, Number(req.query.get('page') ?? 1) || 1);
+    const last = Math.max(1, Math.ceil(items.length / perPage));
+    const slice = items.slice((page - 1) * perPage, page * perPage);
+    const link = (n: number, rel: string): string => {
+      const q = new URLSearchParams(req.query);
+      q.set('page', String(n));
+      return `<${this.state.apiUrl}${req.pathname}?${q.toString()}>; rel="${rel}"`;
+    };
+    const links: string[] = [];
+    if (page > 1) links.push(link(page - 1, 'prev'));
+    if (page < last) links.push(link(page + 1, 'next'), link(last, 'last'));
+    if (page > 1) links.push(link(1, 'first'));
+    return { page: slice, headers: links.length ? { link: links.join(', ') } : {} };
+  }
+
+  private list<T>(req: ApiRequest, items: T[]): ApiResponse {
+    const { page, headers } = this.paginate(req, items);
+    return { status: 200, json: page, headers };
+  }
+
+  private bodyRecord(req: ApiRequest): Record<string, unknown> {
+    if (req.body === undefined) return {};
+    if (!isRecord(req.body)) this.fail(req, 400, 'Problems parsing JSON');
+    return req.body;
+  }
+
+  // --------------------------------------------------------------- routes
+
+  private defineRoutes(): void {
+    const s = this.state;
+
+    // ---- app (JWT)
+    this.add('GET', '/app', 'app', '', 'apps/apps#get-the-authenticated-app', () => ({ status: 200, json: s.app() }));
+    this.add('GET', '/app/installations', 'app', '', 'apps/apps#list-installations-for-the-authenticated-app', (req) =>
+      this.list(req, [...s.installations.values()].map((i) => s.installation(i))),
+    );
+    this.add('GET', '/app/installations/{installation_id}', 'app', '', 'apps/apps#get-an-installation-for-the-authenticated-app', (req, p) => ({
+      status: 200,
+      json: s.installation(this.installationOr404(req, p.installation_id)),
+    }));
+    this.add('POST', '/app/installations/{installation_id}/access_tokens', 'app', '', 'apps/apps#create-an-installation-access-token-for-an-app', (req, p) =>
+      this.createToken(req, this.installationOr404(req, p.installation_id)),
+    );
+    this.add('GET', '/repos/{owner}/{repo}/installation', 'app', '', 'apps/apps#get-a-repository-installation-for-the-authenticated-app', (req, p) => {
+      const repo = s.findRepo(p.owner ?? '', p.repo ?? '');
+      const inst = repo ? s.installationFor(repo.owner) : undefined;
+      if (!inst) this.fail(req, 404, 'Not Found');
+      return { status: 200, json: s.installation(inst) };
+    });
+    this.add('GET', '/orgs/{org}/installation', 'app', '', 'apps/apps#get-an-organization-installation-for-the-authenticated-app', (req, p) => {
+      const account = s.findUser(p.org ?? '');
+      const inst = account && account.type === 'Organization' ? s.installationFor(account) : undefined;
+      if (!inst) this.fail(req, 404, 'Not Found');
+      return { status: 200, json: s.installation(inst) };
+    });
+    this.add('GET', '/users/{username}/installation', 'app', '', 'apps/apps#get-a-user-installation-for-the-authenticated-app', (req, p) => {
+      const account = s.findUser(p.username ?? '');
+      const inst = account ? s.installationFor(account) : undefined;
+      if (!inst) this.fail(req, 404, 'Not Found');
+      return { status: 200, json: s.installation(inst) };
+    });
+
+    // ---- installation
+    this.add('GET', '/installation/repositories', 'installation', 'metadata=read', 'apps/installations#list-repositories-accessible-to-the-app-installation', (req) => {
+      if (req.auth.kind !== 'installation') this.fail(req, 401, 'Requires authentication');
+      const token = req.auth.token;
+      const repos = [...s.repos.values()].filter(
+        (r) => r.owner === token.installation.account && (token.repositoryIds === null || token.repositoryIds.includes(r.id)),
+      );
+      const { page, headers } = this.paginate(req, repos.map((r) => s.repo(r)));
+      return {
+        status: 200,
+        json: { total_count: repos.length, repository_selection: token.repositoryIds === null ? 'all' : 'selected', repositories: page },
+        headers,
+      };
+    });
+
+    this.add('GET', '/rate_limit', 'any', '', 'rate-limit/rate-limit#get-rate-limit-status-for-the-authenticated-user', (req) => {
+      const core = this.opts.rateLimitFor(req.auth);
+      const bucket = (limit: number): RateLimitSnapshot => ({ limit, used: 0, remaining: limit, reset: core.reset });
+      return {
+        status: 200,
+        json: {
+          resources: {
+            core,
+            search: bucket(30),
+            graphql: bucket(core.limit),
+            integration_manifest: bucket(5000),
+            source_import: bucket(100),
+            code_scanning_upload: bucket(1000),
+            actions_runner_registration: bucket(10000),
+            scim: bucket(15000),
+            dependency_snapshots: bucket(100),
+            code_search: bucket(10),
+          },
+          rate: core,
+        },
+      };
+    });
+
+    // ---- repositories
+    this.add('GET', '/repos/{owner}/{repo}', 'installation', 'metadata=read', 'repos/repos#get-a-repository', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['metadata', 'read']]);
+      return { status: 200, json: { ...s.repo(ctx.repo), temp_clone_token: '', network_count: 0, subscribers_count: 0 } };
+    });
+
+    this.add('GET', '/repos/{owner}/{repo}/branches/{branch+}', 'installation', 'metadata=read', 'branches/branches#get-a-branch', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['metadata', 'read']]);
+      const branch = p.branch ?? '';
+      const sha = gitRepo.branchSha(ctx.repo.gitDir, branch);
+      if (!sha) this.fail(req, 404, 'Branch not found');
+      return { status: 200, json: this.branchJson(ctx.repo, branch, sha) };
+    });
+
+    this.add('GET', '/repos/{owner}/{repo}/collaborators/{username}/permission', 'installation', 'metadata=read', 'collaborators/collaborators#get-repository-permissions-for-a-user', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['metadata', 'read']]);
+      const user = s.findUser(p.username ?? '');
+      if (!user) this.fail(req, 404, 'Not Found');
+      const role = s.roleOf(ctx.repo, user);
+      const legacy = ROLE_TO_LEGACY[role];
+      const rank = { none: 0, read: 1, triage: 2, write: 3, maintain: 4, admin: 5 }[role];
+      return {
+        status: 200,
+        json: {
+          permission: legacy,
+          role_name: role,
+          user: {
+            ...s.user(user),
+            permissions: { admin: rank >= 5, maintain: rank >= 4, push: rank >= 3, triage: rank >= 2, pull: rank >= 1 },
+            role_name: role,
+          },
+        },
+      };
+    });
+
+    this.add('GET', '/repos/{owner}/{repo}/contents', 'installation', 'contents=read', 'repos/contents#get-repository-content', (req, p) =>
+      this.contents(req, { ...p, path: '' }),
+    );
+    this.add('GET', '/repos/{owner}/{repo}/contents/{path+}', 'installation', 'contents=read', 'repos/contents#get-repository-content', (req, p) =>
+      this.contents(req, p),
+    );
+
+    // ---- issues
+    this.add('GET', '/repos/{owner}/{repo}/issues/comments/{comment_id}', 'installation', 'issues=read; pull_requests=read', 'issues/comments#get-an-issue-comment', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      const c = this.commentOr404(req, ctx.repo, p.comment_id);
+      this.need(req, ctx, this.conversationNeeds(c.issue, 'read'));
+      return { status: 200, json: s.comment(c) };
+    });
+    this.add('PATCH', '/repos/{owner}/{repo}/issues/comments/{comment_id}', 'installation', 'issues=write; pull_requests=write', 'issues/comments#update-an-issue-comment', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      const c = this.commentOr404(req, ctx.repo, p.comment_id);
+      this.need(req, ctx, this.conversationNeeds(c.issue, 'write'));
+      const body = this.commentBody(req);
+      s.editComment(c, body);
+      return { status: 200, json: s.comment(c) };
+    });
+    this.add('DELETE', '/repos/{owner}/{repo}/issues/comments/{comment_id}', 'installation', 'issues=write; pull_requests=write', 'issues/comments#delete-an-issue-comment', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      const c = this.commentOr404(req, ctx.repo, p.comment_id);
+      this.need(req, ctx, this.conversationNeeds(c.issue, 'write'));
+      s.deleteComment(c);
+      return { status: 204 };
+    });
+    this.add('POST', '/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions', 'installation', 'issues=write; pull_requests=write', 'reactions/reactions#create-reaction-for-an-issue-comment', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      const c = this.commentOr404(req, ctx.repo, p.comment_id);
+      this.need(req, ctx, this.conversationNeeds(c.issue, 'write'));
+      return this.react(req, c.reactions, this.actor(ctx));
+    });
+    this.add('GET', '/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions', 'installation', 'issues=read; pull_requests=read', 'reactions/reactions#list-reactions-for-an-issue-comment', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      const c = this.commentOr404(req, ctx.repo, p.comment_id);
+      this.need(req, ctx, this.conversationNeeds(c.issue, 'read'));
+      return this.list(req, this.filterReactions(req, c.reactions).map((r) => s.reaction(r)));
+    });
+
+    this.add('GET', '/repos/{owner}/{repo}/issues/{issue_number}', 'installation', 'issues=read; pull_requests=read', 'issues/issues#get-an-issue', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      const issue = this.issueOr404(req, ctx.repo, p.issue_number);
+      this.need(req, ctx, this.conversationNeeds(issue, 'read'));
+      return { status: 200, json: s.issue(issue) };
+    });
+    this.add('PATCH', '/repos/{owner}/{repo}/issues/{issue_number}', 'installation', 'issues=write; pull_requests=write', 'issues/issues#update-an-issue', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      const issue = this.issueOr404(req, ctx.repo, p.issue_number);
+      this.need(req, ctx, this.conversationNeeds(issue, 'write'));
+      const b = this.bodyRecord(req);
+      if (typeof b.title === 'string') issue.title = b.title;
+      if (typeof b.body === 'string' || b.body === null) issue.body = b.body;
+      if (Array.isArray(b.labels)) {
+        issue.labels = [];
+        for (const l of this.labelNames(req, b.labels)) s.addLabel(issue, l);
+      }
+      if (b.state !== undefined) {
+        if (b.state !== 'open' && b.state !== 'closed') this.validation(req, [{ resource: 'Issue', code: 'invalid', field: 'state' }]);
+        const reason = b.state_reason === 'not_planned' || b.state_reason === 'completed' || b.state_reason === 'reopened' ? b.state_reason : null;
+        s.setState(issue, b.state, this.actor(ctx), reason);
+      }
+      issue.updatedAt = isoNow();
+      return { status: 200, json: s.issue(issue) };
+    });
+
+    this.add('GET', '/repos/{owner}/{repo}/issues/{issue_number}/comments', 'installation', 'issues=read; pull_requests=read', 'issues/comments#list-issue-comments', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      const issue = this.issueOr404(req, ctx.repo, p.issue_number);
+      this.need(req, ctx, this.conversationNeeds(issue, 'read'));
+      const since = req.query.get('since');
+      const items = issue.comments.filter((c) => !since || c.updatedAt >= since);
+      return this.list(req, items.map((c) => s.comment(c)));
+    });
+    this.add('POST', '/repos/{owner}/{repo}/issues/{issue_number}/comments', 'installation', 'issues=write; pull_requests=write', 'issues/comments#create-an-issue-comment', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      const issue = this.issueOr404(req, ctx.repo, p.issue_number);
+      this.need(req, ctx, this.conversationNeeds(issue, 'write'));
+      const body = this.commentBody(req);
+      const c = s.addComment(issue, this.actor(ctx), body, ctx.token !== null);
+      const json = s.comment(c);
+      return { status: 201, json, headers: { location: json.url } };
+    });
+
+    this.add('POST', '/repos/{owner}/{repo}/issues/{issue_number}/reactions', 'installation', 'issues=write; pull_requests=write', 'reactions/reactions#create-reaction-for-an-issue', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      const issue = this.issueOr404(req, ctx.repo, p.issue_number);
+      this.need(req, ctx, this.conversationNeeds(issue, 'write'));
+      return this.react(req, issue.reactions, this.actor(ctx));
+    });
+    this.add('GET', '/repos/{owner}/{repo}/issues/{issue_number}/reactions', 'installation', 'issues=read; pull_requests=read', 'reactions/reactions#list-reactions-for-an-issue', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      const issue = this.issueOr404(req, ctx.repo, p.issue_number);
+      this.need(req, ctx, this.conversationNeeds(issue, 'read'));
+      return this.list(req, this.filterReactions(req, issue.reactions).map((r) => s.reaction(r)));
+    });
+
+    this.add('GET', '/repos/{owner}/{repo}/issues/{issue_number}/labels', 'installation', 'issues=read; pull_requests=read', 'issues/labels#list-labels-for-an-issue', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      const issue = this.issueOr404(req, ctx.repo, p.issue_number);
+      this.need(req, ctx, this.conversationNeeds(issue, 'read'));
+      return this.list(req, issue.labels.map((l) => s.label(ctx.repo, l)));
+    });
+    const setOrAdd = (replace: boolean): Handler => (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      const issue = this.issueOr404(req, ctx.repo, p.issue_number);
+      this.need(req, ctx, this.conversationNeeds(issue, 'write'));
+      const raw = Array.isArray(req.body) ? req.body : isRecord(req.body) ? req.body.labels : undefined;
+      if (!Array.isArray(raw)) this.fail(req, 422, 'Invalid request.\n\n"labels" wasn\'t supplied.');
+      const names = this.labelNames(req, raw);
+      if (replace) issue.labels = [];
+      for (const l of names) s.addLabel(issue, l);
+      return { status: 200, json: issue.labels.map((l) => s.label(ctx.repo, l)) };
+    };
+    this.add('POST', '/repos/{owner}/{repo}/issues/{issue_number}/labels', 'installation', 'issues=write; pull_requests=write', 'issues/labels#add-labels-to-an-issue', setOrAdd(false));
+    this.add('PUT', '/repos/{owner}/{repo}/issues/{issue_number}/labels', 'installation', 'issues=write; pull_requests=write', 'issues/labels#set-labels-for-an-issue', setOrAdd(true));
+    this.add('DELETE', '/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}', 'installation', 'issues=write; pull_requests=write', 'issues/labels#remove-a-label-from-an-issue', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      const issue = this.issueOr404(req, ctx.repo, p.issue_number);
+      this.need(req, ctx, this.conversationNeeds(issue, 'write'));
+      if (!s.removeLabel(issue, p.name ?? '')) this.fail(req, 404, 'Label does not exist');
+      return { status: 200, json: issue.labels.map((l) => s.label(ctx.repo, l)) };
+    });
+
+    // ---- pulls
+    this.add('GET', '/repos/{owner}/{repo}/pulls', 'installation', 'pull_requests=read', 'pulls/pulls#list-pull-requests', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['pull_requests', 'read']]);
+      return this.list(req, this.filterPulls(req, ctx.repo).map((i) => s.pull(i)));
+    });
+    this.add('POST', '/repos/{owner}/{repo}/pulls', 'installation', 'pull_requests=write', 'pulls/pulls#create-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      this.need(req, ctx, [['pull_requests', 'write']]);
+      return this.createPull(req, ctx);
+    });
+    this.add('GET', '/repos/{owner}/{repo}/pulls/{pull_number}', 'installation', 'pull_requests=read', 'pulls/pulls#get-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['pull_requests', 'read']]);
+      return { status: 200, json: s.pull(this.pullOr404(req, ctx.repo, p.pull_number), true) };
+    });
+    this.add('PATCH', '/repos/{owner}/{repo}/pulls/{pull_number}', 'installation', 'pull_requests=write', 'pulls/pulls#update-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      this.need(req, ctx, [['pull_requests', 'write']]);
+      const issue = this.pullOr404(req, ctx.repo, p.pull_number);
+      const pull = issue.pull;
+      if (!pull) this.fail(req, 404, 'Not Found');
+      const b = this.bodyRecord(req);
+      if (typeof b.title === 'string') issue.title = b.title;
+      if (typeof b.body === 'string' || b.body === null) issue.body = b.body;
+      if (typeof b.base === 'string') {
+        if (!gitRepo.branchSha(ctx.repo.gitDir, b.base)) this.validation(req, [{ resource: 'PullRequest', field: 'base', code: 'invalid' }]);
+        pull.baseRef = b.base;
+      }
+      if (b.state !== undefined) {
+        if (b.state !== 'open' && b.state !== 'closed') this.validation(req, [{ resource: 'PullRequest', field: 'state', code: 'invalid' }]);
+        if (b.state === 'open' && issue.state === 'closed' && this.openPullFor(ctx.repo, pull.headRef, pull.baseRef)) {
+          this.validation(req, [{ resource: 'PullRequest', code: 'custom', message: `A pull request already exists for ${ctx.repo.owner.login}:${pull.headRef}.` }]);
+        }
+        s.setState(issue, b.state, this.actor(ctx), null);
+        if (b.state === 'closed') issue.stateReason = null;
+      }
+      issue.updatedAt = isoNow();
+      return { status: 200, json: s.pull(issue, true) };
+    });
+    this.add('GET', '/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers', 'installation', 'pull_requests=read', 'pulls/review-requests#get-all-requested-reviewers-for-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['pull_requests', 'read']]);
+      const issue = this.pullOr404(req, ctx.repo, p.pull_number);
+      return { status: 200, json: { users: (issue.pull?.requestedReviewers ?? []).map((u) => s.user(u)), teams: [] } };
+    });
+    this.add('POST', '/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers', 'installation', 'pull_requests=write', 'pulls/review-requests#request-reviewers-for-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      this.need(req, ctx, [['pull_requests', 'write']]);
+      const issue = this.pullOr404(req, ctx.repo, p.pull_number);
+      const pull = issue.pull;
+      if (!pull) this.fail(req, 404, 'Not Found');
+      const b = this.bodyRecord(req);
+      const logins = Array.isArray(b.reviewers) ? b.reviewers.filter((r): r is string => typeof r === 'string') : [];
+      const teams = Array.isArray(b.team_reviewers) ? b.team_reviewers : [];
+      if (logins.length === 0 && teams.length === 0) this.fail(req, 422, 'Invalid request.\n\n"reviewers" wasn\'t supplied.');
+      if (teams.length > 0) this.validation(req, [{ resource: 'PullRequest', code: 'custom', message: 'Could not resolve to a node with the global id of team' }]);
+      const users: UserRec[] = [];
+      for (const login of logins) {
+        const user = s.findUser(login);
+        if (user && user === issue.user) this.fail(req, 422, 'Review cannot be requested from pull request author.');
+        if (!user || !s.isCollaborator(ctx.repo, user)) {
+          this.fail(req, 422, `Reviews may only be requested from collaborators. One or more of the users or teams you specified is not a collaborator of the ${ctx.repo.owner.login}/${ctx.repo.name} repository.`);
+        }
+        users.push(user);
+      }
+      for (const u of users) if (!pull.requestedReviewers.includes(u)) pull.requestedReviewers.push(u);
+      issue.updatedAt = isoNow();
+      return { status: 201, json: s.pull(issue) };
+    });
+    this.add('DELETE', '/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers', 'installation', 'pull_requests=write', 'pulls/review-requests#remove-requested-reviewers-from-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      this.need(req, ctx, [['pull_requests', 'write']]);
+      const issue = this.pullOr404(req, ctx.repo, p.pull_number);
+      const pull = issue.pull;
+      if (!pull) this.fail(req, 404, 'Not Found');
+      const b = this.bodyRecord(req);
+      const logins = new Set((Array.isArray(b.reviewers) ? b.reviewers : []).filter((r): r is string => typeof r === 'string').map((r) => r.toLowerCase()));
+      pull.requestedReviewers = pull.requestedReviewers.filter((u) => !logins.has(u.login.toLowerCase()));
+      return { status: 200, json: s.pull(issue) };
+    });
+  }
+
+  // ------------------------------------------------------------- handlers
+
+  private installationOr404(req: ApiRequest, idText: string | undefined): InstallationRec {
+    const inst = this.state.installations.get(Number(idText));
+    if (!inst) this.fail(req, 404, 'Not Found');
+    return inst;
+  }
+
+  private createToken(req: ApiRequest, inst: InstallationRec): ApiResponse {
+    const s = this.state;
+    const b = this.bodyRecord(req);
+    const accountRepos = [...s.repos.values()].filter((r) => r.owner === inst.account);
+    let selected: RepoRec[] | null = null;
+    const notAccessible = 'There is at least one repository that does not exist or is not accessible to the parent installation.';
+    if (b.repositories !== undefined || b.repository_ids !== undefined) {
+      selected = [];
+      if (b.repositories !== undefined) {
+        if (!Array.isArray(b.repositories)) this.fail(req, 422, notAccessible);
+        for (const name of b.repositories) {
+          const r = typeof name === 'string' ? accountRepos.find((x) => x.name.toLowerCase() === name.toLowerCase()) : undefined;
+          if (!r) this.fail(req, 422, notAccessible);
+          if (!selected.includes(r)) selected.push(r);
+        }
+      }
+      if (b.repository_ids !== undefined) {
+        if (!Array.isArray(b.repository_ids)) this.fail(req, 422, notAccessible);
+        for (const id of b.repository_ids) {
+          const r = accountRepos.find((x) => x.id === Number(id));
+          if (!r) this.fail(req, 422, notAccessible);
+          if (!selected.includes(r)) selected.push(r);
+        }
+      }
+    }
+    let permissions: PermissionSet = { ...inst.permissions };
+    if (b.permissions !== undefined) {
+      if (!isRecord(b.permissions)) this.fail(req, 422, 'The permissions requested are not granted to this installation.');
+      permissions = {};
+      for (const [name, level] of Object.entries(b.permissions)) {
+        if ((level !== 'read' && level !== 'write') || !levelAllows(inst.permissions[name], level)) {
+          this.fail(req, 422, 'The permissions requested are not granted to this installation.');
+        }
+        permissions[name] = level;
+      }
+      if (inst.permissions.metadata && !permissions.metadata) permissions.metadata = 'read';
+    }
+    const createdAt = new Date();
+    const expiresAt = new Date(createdAt.getTime() + this.opts.tokenTtlSeconds * 1000);
+    const rec: TokenRec = {
+      token: newInstallationToken(),
+      installation: inst,
+      repositoryIds: selected ? selected.map((r) => r.id) : null,
+      permissions,
+      createdAt,
+      expiresAt,
+    };
+    s.tokens.set(rec.token, rec);
+    const json: Record<string, unknown> = {
+      token: rec.token,
+      expires_at: isoNow(expiresAt),
+      permissions,
+      repository_selection: selected ? 'selected' : 'all',
+    };
+    if (selected) json.repositories = selected.map((r) => s.repo(r));
+    return { status: 201, json };
+  }
+
+  private commentBody(req: ApiRequest): string {
+    const b = this.bodyRecord(req);
+    if (b.body === undefined) this.fail(req, 422, 'Invalid request.\n\n"body" wasn\'t supplied.');
+    if (typeof b.body !== 'string') this.fail(req, 422, `Invalid request.\n\nFor 'properties/body', ${JSON.stringify(b.body)} is not a string.`);
+    if (b.body.length > MAX_BODY) {
+      this.validation(req, [{ resource: 'IssueComment', code: 'unprocessable', field: 'data', message: 'Body is too long (maximum is 65536 characters)' }]);
+    }
+    return b.body;
+  }
+
+  private labelNames(req: ApiRequest, raw: unknown[]): string[] {
+    const names: string[] = [];
+    for (const item of raw) {
+      const name = typeof item === 'string' ? item : isRecord(item) && typeof item.name === 'string' ? item.name : null;
+      if (name === null || name.trim() === '') this.validation(req, [{ resource: 'Label', code: 'invalid', field: 'name' }]);
+      names.push(name);
+    }
+    return names;
+  }
+
+  private react(req: ApiRequest, list: ReactionRec[], user: UserRec): ApiResponse {
+    const b = this.bodyRecord(req);
+    const content = b.content;
+    if (typeof content !== 'string' || !REACTIONS.includes(content as ReactionContent)) {
+      this.fail(req, 422, `Invalid request.\n\nFor 'properties/content', ${JSON.stringify(content ?? null)} is not a possible value.`);
+    }
+    const { reaction, created } = this.state.addReaction(list, user, content as ReactionContent);
+    return { status: created ? 201 : 200, json: this.state.reaction(reaction) };
+  }
+
+  private filterReactions(req: ApiRequest, list: ReactionRec[]): ReactionRec[] {
+    const content = req.query.get('content');
+    return content ? list.filter((r) => r.content === content) : list;
+  }
+
+  private contents(req: ApiRequest, p: Params): ApiResponse {
+    const s = this.state;
+    const ctx = this.repoCtx(req, p, false);
+    this.need(req, ctx, [['contents', 'read']]);
+    const repo = ctx.repo;
+    const ref = req.query.get('ref') || repo.defaultBranch;
+    const filePath = (p.path ?? '').replace(/^\/+|\/+$/g, '');
+    const commit = gitRepo.resolveCommit(repo.gitDir, ref);
+    if (!commit) this.fail(req, 404, `No commit found for the ref ${ref}`);
+    const obj = gitRepo.pathObject(repo.gitDir, commit, filePath);
+    if (!obj) this.fail(req, 404, 'Not Found');
+    const full = `${repo.owner.login}/${repo.name}`;
+    const entryJson = (path: string, sha: string, size: number, type: 'file' | 'dir' | 'submodule'): Record<string, unknown> => {
+      const url = `${s.apiUrl}/repos/${full}/contents/${path}?ref=${encodeURIComponent(ref)}`;
+      const html = `${s.origin}/${full}/${type === 'dir' ? 'tree' : 'blob'}/${ref}/${path}`;
+      const gitUrl = `${s.apiUrl}/repos/${full}/git/${type === 'dir' ? 'trees' : 'blobs'}/${sha}`;
+      return {
+        name: path.split('/').pop() ?? path,
+        path,
+        sha,
+        size,
+        url,
+        html_url: html,
+        git_url: gitUrl,
+        download_url: type === 'file' ? `${s.origin}/raw/${full}/${ref}/${path}` : null,
+        type,
+        _links: { self: url, git: gitUrl, html },
+      };
+    };
+    const accept = String(req.headers.accept ?? '');
+    if (obj.type === 'blob') {
+      const data = gitRepo.readBlob(repo.gitDir, obj.sha) ?? Buffer.alloc(0);
+      const rawType = /application\/vnd\.github(?:\.v3)?\.raw(?:\+json)?/i.exec(accept)?.[0];
+      if (rawType) {
+        const lower = rawType.toLowerCase();
+        // github.com answers `application/vnd.github.raw` without a charset (Octokit then yields an
+        // ArrayBuffer), the v3 and +json forms with `; charset=utf-8`.
+        const contentType = lower === 'application/vnd.github.raw' ? lower : `${lower}; charset=utf-8`;
+        return { status: 200, raw: data, contentType, mediaType: 'github.v3; param=raw' };
+      }
+      const b64 = data.toString('base64');
+      const wrapped = b64.length ? `${b64.replace(/(.{60})/g, '$1\n').replace(/\n$/, '')}\n` : '';
+      const entry = entryJson(filePath, obj.sha, data.length, 'file');
+      const { _links, ...rest } = entry;
+      return { status: 200, json: { ...rest, content: wrapped, encoding: 'base64', _links } };
+    }
+    if (obj.type === 'tree') {
+      const entries = gitRepo.listTree(repo.gitDir, obj.sha).map((e) =>
+        entryJson(filePath ? `${filePath}/${e.name}` : e.name, e.sha, e.type === 'blob' ? e.size : 0, e.type === 'tree' ? 'dir' : e.type === 'commit' ? 'submodule' : 'file'),
+      );
+      return { status: 200, json: entries };
+    }
+    return { status: 200, json: entryJson(filePath, obj.sha, 0, 'submodule') };
+  }
+
+  private branchJson(repo: RepoRec, branch: string, sha: string): Record<string, unknown> {
+    const s = this.state;
+    const full = `${repo.owner.login}/${repo.name}`;
+    const info = gitRepo.commitInfo(repo.gitDir, sha);
+    const commitUrl = `${s.apiUrl}/repos/${full}/commits/${sha}`;
+    return {
+      name: branch,
+      commit: {
+        sha,
+        node_id: nodeId('Commit', parseInt(sha.slice(0, 8), 16)),
+        commit: {
+          author: { name: info?.authorName ?? '', email: info?.authorEmail ?? '', date: info?.authorDate ?? isoNow() },
+          committer: { name: info?.committerName ?? '', email: info?.committerEmail ?? '', date: info?.committerDate ?? isoNow() },
+          message: info?.message ?? '',
+          tree: { sha: info?.tree ?? '', url: `${s.apiUrl}/repos/${full}/git/trees/${info?.tree ?? ''}` },
+          url: `${s.apiUrl}/repos/${full}/git/commits/${sha}`,
+          comment_count: 0,
+          verification: { verified: false, reason: 'unsigned', signature: null, payload: null, verified_at: null },
+        },
+        url: commitUrl,
+        html_url: `${s.origin}/${full}/commit/${sha}`,
+        comments_url: `${commitUrl}/comments`,
+        author: null,
+        committer: null,
+        parents: (info?.parents ?? []).map((ps) => ({ sha: ps, url: `${s.apiUrl}/repos/${full}/commits/${ps}`, html_url: `${s.origin}/${full}/commit/${ps}` })),
+      },
+      _links: { self: `${s.apiUrl}/repos/${full}/branches/${branch}`, html: `${s.origin}/${full}/tree/${branch}` },
+      protected: false,
+      protection: { enabled: false, required_status_checks: { enforcement_level: 'off', contexts: [], checks: [] } },
+      protection_url: `${s.apiUrl}/repos/${full}/branches/${branch}/protection`,
+    };
+  }
+
+  private pullOr404(req: ApiRequest, repo: RepoRec, numberText: string | undefined): IssueRec {
+    const issue = repo.issues.get(Number(numberText));
+    if (!issue || !issue.pull) this.fail(req, 404, 'Not Found');
+    return issue;
+  }
+
+  private openPullFor(repo: RepoRec, headRef: string, baseRef: string): IssueRec | undefined {
+    for (const i of repo.issues.values()) {
+      if (i.pull && i.state === 'open' && i.pull.headRef === headRef && i.pull.baseRef === baseRef) return i;
+    }
+    return undefined;
+  }
+
+  private filterPulls(req: ApiRequest, repo: RepoRec): IssueRec[] {
+    const state = req.query.get('state') ?? 'open';
+    const head = req.query.get('head');
+    const base = req.query.get('base');
+    let headOwner: string | null = null;
+    let headRef: string | null = null;
+    if (head) {
+      const colon = head.indexOf(':');
+      headOwner = colon >= 0 ? head.slice(0, colon) : repo.owner.login;
+      headRef = colon >= 0 ? head.slice(colon + 1) : head;
+    }
+    const items = [...repo.issues.values()].filter((i) => {
+      if (!i.pull) return false;
+      if (state !== 'all' && i.state !== state) return false;
+      if (headOwner !== null && headOwner.toLowerCase() !== repo.owner.login.toLowerCase()) return false;
+      if (headRef !== null && headRef !== '' && i.pull.headRef !== headRef) return false;
+      if (base && i.pull.baseRef !== base) return false;
+      return true;
+    });
+    const sort = req.query.get('sort') ?? 'created';
+    const direction = req.query.get('direction') ?? (sort === 'created' ? 'desc' : 'desc');
+    const key = (i: IssueRec): string => (sort === 'updated' ? i.updatedAt : `${i.createdAt}#${String(i.number).padStart(9, '0')}`);
+    items.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+    if (direction === 'desc') items.reverse();
+    return items;
+  }
+
+  private createPull(req: ApiRequest, ctx: RepoCtx): ApiResponse {
+    const s = this.state;
+    const repo = ctx.repo;
+    const b = this.bodyRecord(req);
+    const missing: unknown[] = [];
+    if (typeof b.title !== 'string' || b.title === '') missing.push({ resource: 'PullRequest', code: 'missing_field', field: 'title' });
+    if (typeof b.head !== 'string' || b.head === '') missing.push({ resource: 'PullRequest', code: 'missing_field', field: 'head' });
+    if (typeof b.base !== 'string' || b.base === '') missing.push({ resource: 'PullRequest', code: 'missing_field', field: 'base' });
+    if (missing.length) this.validation(req, missing);
+    const title = String(b.title);
+    const headText = String(b.head);
+    const baseRef = String(b.base);
+    const colon = headText.indexOf(':');
+    const headOwner = colon >= 0 ? headText.slice(0, colon) : repo.owner.login;
+    const headRef = colon >= 0 ? headText.slice(colon + 1) : headText;
+    const errors: unknown[] = [];
+    if (headOwner.toLowerCase() !== repo.owner.login.toLowerCase() || !gitRepo.branchSha(repo.gitDir, headRef)) {
+      errors.push({ resource: 'PullRequest', field: 'head', code: 'invalid' });
+    }
+    if (!gitRepo.branchSha(repo.gitDir, baseRef)) errors.push({ resource: 'PullRequest', field: 'base', code: 'invalid' });
+    if (errors.length) this.validation(req, errors);
+    if (this.openPullFor(repo, headRef, baseRef)) {
+      this.validation(req, [{ resource: 'PullRequest', code: 'custom', message: `A pull request already exists for ${repo.owner.login}:${headRef}.` }]);
+    }
+    const headSha = gitRepo.branchSha(repo.gitDir, headRef) ?? '';
+    const baseSha = gitRepo.branchSha(repo.gitDir, baseRef) ?? '';
+    if (headSha === baseSha || gitRepo.isAncestor(repo.gitDir, headSha, baseSha)) {
+      this.validation(req, [{ resource: 'PullRequest', code: 'custom', message: `No commits between ${baseRef} and ${headRef}` }]);
+    }
+    const body = typeof b.body === 'string' ? b.body : null;
+    if (body !== null && body.length > MAX_BODY) {
+      this.validation(req, [{ resource: 'PullRequest', code: 'custom', field: 'body', message: 'body is too long (maximum is 65536 characters)' }]);
+    }
+    const issue = s.createIssue(repo, {
+      title,
+      body,
+      user: this.actor(ctx),
+      labels: [],
+      viaApp: ctx.token !== null,
+      pull: { headRef, baseRef, draft: b.draft === true, requestedReviewers: [], mergedAt: null },
+    });
+    const json = s.pull(issue, true);
+    return { status: 201, json, headers: { location: json.url } };
+  }
+}

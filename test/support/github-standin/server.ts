@@ -1,0 +1,434 @@
+/**
+ * A stand-in for GitHub Enterprise Server 3.15 on 127.0.0.1: the REST API under /api/v3 (app JWT and
+ * installation-token auth), git smart HTTP for real clones and pushes, and webhook deliveries signed
+ * like GitHub's. Point Probot at it with `GHE_HOST=<host>` and `GHE_PROTOCOL=http`.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { generateAppKeys, resolveAuth } from './auth.ts';
+import type { AuthInfo } from './auth.ts';
+import { handleGit, isGitPath } from './git-http.ts';
+import * as gitRepo from './git-repo.ts';
+import { RestApi } from './rest.ts';
+import type { ApiResponse, RateLimitSnapshot } from './rest.ts';
+import { DOCS_ROOT, GHES_VERSION, StandinState } from './state.ts';
+import type { IssueRec, RepoRec, TokenRec } from './state.ts';
+import type {
+  CommentWithHistory,
+  CreateIssueInput,
+  CreateRepoOptions,
+  GitHubStandin,
+  Installation,
+  Issue,
+  IssuedToken,
+  PermissionSet,
+  Pull,
+  Reaction,
+  RecordedApiRequest,
+  Repo,
+  RoleName,
+  StandinOptions,
+  User,
+  WebhookDelivery,
+  WebhookPayload,
+} from './types.ts';
+import { deliver, PayloadFactory } from './webhooks.ts';
+
+const DEFAULT_PERMISSIONS: PermissionSet = { metadata: 'read', contents: 'write', issues: 'write', pull_requests: 'write' };
+const DEFAULT_EVENTS = ['issues', 'issue_comment', 'pull_request'];
+const MAX_API_BODY = 50 * 1024 * 1024;
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_API_BODY) {
+        reject(new Error('request body too large'));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+const MEDIA_PARAMS = new Set(['raw', 'text', 'html', 'full', 'diff', 'patch', 'sha', 'base64', 'object']);
+
+/** `x-github-media-type` for the request's Accept header, as GitHub derives it. */
+function mediaTypeFor(accept: string | undefined): string {
+  const m = /application\/vnd\.github((?:\.[\w-]+)*)(?:\+json)?/i.exec(accept ?? '');
+  if (!m) return 'github.v3; format=json';
+  let version = 'v3';
+  let param: string | undefined;
+  for (const part of (m[1] ?? '').split('.').filter(Boolean)) {
+    if (MEDIA_PARAMS.has(part.toLowerCase())) param = part.toLowerCase();
+    else version = part;
+  }
+  return `github.${version}; ${param ? `param=${param}; ` : ''}format=json`;
+}
+
+function requestId(): string {
+  const h = randomBytes(10).toString('hex').toUpperCase();
+  return `${h.slice(0, 4)}:${h.slice(4, 8)}:${h.slice(8, 14)}:${h.slice(14, 20)}:${Math.floor(Date.now() / 1000).toString(16).toUpperCase()}`;
+}
+
+export async function startGitHubStandin(opts: StandinOptions = {}): Promise<GitHubStandin> {
+  const appId = opts.appId ?? 1;
+  const appSlug = opts.appSlug ?? 'lilypad';
+  const webhookSecret = opts.webhookSecret ?? randomBytes(20).toString('hex');
+  const tokenTtlSeconds = opts.tokenTtlSeconds ?? 3600;
+  const keys = generateAppKeys();
+  const root = mkdtempSync(path.join(os.tmpdir(), 'github-standin-'));
+  const gitRoot = path.join(root, 'git');
+  const sockets = new Set<Socket>();
+  const children = new Set<ChildProcess>();
+  const requests: RecordedApiRequest[] = [];
+  const deliveries: WebhookDelivery[] = [];
+  const hookId = 400000 + Math.floor(Math.random() * 100000);
+
+  // Rate limits: one core bucket per installation (as GitHub does for installation tokens), one for
+  // the app's JWTs, one for anonymous callers. Counted, never enforced.
+  const buckets = new Map<string, { limit: number; used: number; reset: number }>();
+  const bucketFor = (auth: AuthInfo): { limit: number; used: number; reset: number } => {
+    const key = auth.kind === 'installation' ? `inst:${auth.token.installation.id}` : auth.kind === 'app' ? 'app' : 'anon';
+    const now = Math.floor(Date.now() / 1000);
+    let b = buckets.get(key);
+    if (!b || b.reset <= now) {
+      b = { limit: auth.kind === 'installation' || auth.kind === 'app' ? 5000 : 60, used: 0, reset: now + 3600 };
+      buckets.set(key, b);
+    }
+    return b;
+  };
+  const snapshot = (b: { limit: number; used: number; reset: number }): RateLimitSnapshot => ({
+    limit: b.limit,
+    used: b.used,
+    remaining: Math.max(0, b.limit - b.used),
+    reset: b.reset,
+  });
+
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host = `127.0.0.1:${port}`;
+  const origin = `http://${host}`;
+  const apiUrl = `${origin}/api/v3`;
+  const state = new StandinState(origin, gitRoot, appId, appSlug, opts.permissions ?? DEFAULT_PERMISSIONS, opts.events ?? DEFAULT_EVENTS);
+  const clientId = state.app().client_id;
+  const rest = new RestApi(state, { tokenTtlSeconds, rateLimitFor: (auth) => snapshot(bucketFor(auth)) });
+  const payloadFactory = new PayloadFactory(state);
+
+  const record = (r: Omit<RecordedApiRequest, 'receivedAt'>, receivedAt: number): void => {
+    requests.push({ ...r, receivedAt });
+  };
+
+  async function onApi(req: IncomingMessage, res: ServerResponse, url: URL, receivedAt: number): Promise<void> {
+    const raw = await readBody(req);
+    const rawBody = raw.toString('utf8');
+    const auth = resolveAuth(req.headers.authorization, state, keys.publicKey, clientId);
+    const bucket = bucketFor(auth);
+    const pathname = url.pathname.slice('/api/v3'.length) || '/';
+    let body: unknown;
+    let result: ApiResponse & { accepted: string };
+    let parseError = false;
+    if (rawBody.trim() !== '') {
+      try {
+        body = JSON.parse(rawBody);
+      } catch {
+        parseError = true;
+      }
+    }
+    if (parseError) {
+      result = {
+        status: 400,
+        json: { message: 'Problems parsing JSON', documentation_url: DOCS_ROOT, status: '400' },
+        accepted: '',
+      };
+    } else {
+      result = rest.handle({ method: req.method ?? 'GET', pathname, query: url.searchParams, headers: req.headers, body, auth });
+    }
+    if (pathname !== '/rate_limit' && auth.kind !== 'invalid') bucket.used += 1;
+    const rl = snapshot(bucket);
+    const headers: Record<string, string> = {
+      'x-github-media-type': result.mediaType ?? mediaTypeFor(req.headers.accept),
+      'x-github-api-version-selected': '2022-11-28',
+      'x-github-enterprise-version': GHES_VERSION,
+      'x-github-request-id': requestId(),
+      'x-ratelimit-limit': String(rl.limit),
+      'x-ratelimit-remaining': String(rl.remaining),
+      'x-ratelimit-reset': String(rl.reset),
+      'x-ratelimit-used': String(rl.used),
+      'x-ratelimit-resource': 'core',
+      'cache-control': 'private, max-age=60, s-maxage=60',
+      vary: 'Accept, Authorization, Cookie, X-GitHub-OTP',
+      'access-control-expose-headers':
+        'ETag, Link, Location, Retry-After, X-GitHub-OTP, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Used, X-RateLimit-Resource, X-RateLimit-Reset, X-OAuth-Scopes, X-Accepted-OAuth-Scopes, X-Poll-Interval, X-GitHub-Media-Type, X-GitHub-SSO, X-GitHub-Request-Id, Deprecation, Sunset',
+      ...(result.accepted && auth.kind === 'installation' ? { 'x-accepted-github-permissions': result.accepted } : {}),
+      ...(result.headers ?? {}),
+    };
+    let payload: Buffer | null = null;
+    if (result.status !== 204 && result.status !== 304) {
+      if (result.raw) {
+        payload = result.raw;
+        headers['content-type'] = result.contentType ?? 'application/octet-stream';
+      } else {
+        payload = Buffer.from(JSON.stringify(result.json ?? null));
+        headers['content-type'] = 'application/json; charset=utf-8';
+      }
+      headers['content-length'] = String(payload.length);
+    }
+    record(
+      {
+        kind: 'api',
+        method: req.method ?? 'GET',
+        path: req.url ?? url.pathname,
+        status: result.status,
+        headers: { ...req.headers },
+        body,
+        rawBody,
+        token: auth.kind === 'installation' ? auth.token.token : null,
+      },
+      receivedAt,
+    );
+    res.writeHead(result.status, headers);
+    res.end(req.method === 'HEAD' ? undefined : (payload ?? undefined));
+  }
+
+  async function onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const receivedAt = Date.now();
+    const url = new URL(req.url ?? '/', origin);
+    try {
+      if (url.pathname === '/api/v3' || url.pathname.startsWith('/api/v3/')) {
+        await onApi(req, res, url, receivedAt);
+        return;
+      }
+      if (isGitPath(url.pathname)) {
+        const result = await handleGit(req, res, url, state, children);
+        record(
+          { kind: 'git', method: req.method ?? 'GET', path: req.url ?? url.pathname, status: result.status, headers: { ...req.headers }, body: undefined, rawBody: '', token: result.token },
+          receivedAt,
+        );
+        return;
+      }
+      record({ kind: 'api', method: req.method ?? 'GET', path: req.url ?? url.pathname, status: 404, headers: { ...req.headers }, body: undefined, rawBody: '', token: null }, receivedAt);
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+      res.end('Not Found\n');
+    } catch (err) {
+      if (!res.headersSent) {
+        res.writeHead(500, { 'content-type': 'application/json; charset=utf-8' });
+        res.end(JSON.stringify({ message: `stand-in error: ${err instanceof Error ? err.message : String(err)}` }));
+      } else {
+        res.destroy();
+      }
+    }
+  }
+
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    void onRequest(req, res);
+  });
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+
+  // ------------------------------------------------------------- helpers
+
+  const repoOrThrow = (owner: string, name: string): RepoRec => {
+    const repo = state.findRepo(owner, name);
+    if (!repo) throw new Error(`no repository ${owner}/${name} in the stand-in`);
+    return repo;
+  };
+  const issueOrThrow = (owner: string, name: string, number: number): IssueRec => {
+    const issue = repoOrThrow(owner, name).issues.get(number);
+    if (!issue) throw new Error(`no issue ${owner}/${name}#${number} in the stand-in`);
+    return issue;
+  };
+  const tokenView = (t: TokenRec): IssuedToken => ({
+    token: t.token,
+    installationId: t.installation.id,
+    repositories: t.repositoryIds === null ? null : t.repositoryIds.map((id) => state.repoById(id)?.name ?? String(id)),
+    permissions: { ...t.permissions },
+    expiresAt: t.expiresAt,
+    createdAt: t.createdAt,
+  });
+
+  const payloads = {
+    issueOpened(owner: string, repo: string, number: number, sender: string): WebhookPayload {
+      return payloadFactory.issueEvent('opened', issueOrThrow(owner, repo, number), sender);
+    },
+    issueLabeled(owner: string, repo: string, number: number, label: string, sender: string): WebhookPayload {
+      const issue = issueOrThrow(owner, repo, number);
+      return payloadFactory.issueEvent('labeled', issue, sender, { label: state.label(issue.repo, state.ensureLabel(issue.repo, label)) });
+    },
+    issueUnlabeled(owner: string, repo: string, number: number, label: string, sender: string): WebhookPayload {
+      const issue = issueOrThrow(owner, repo, number);
+      return payloadFactory.issueEvent('unlabeled', issue, sender, { label: state.label(issue.repo, state.ensureLabel(issue.repo, label)) });
+    },
+    issueClosed(owner: string, repo: string, number: number, sender: string): WebhookPayload {
+      // The example set has no issues.closed payload; it has the same keys as issues.opened.
+      return payloadFactory.issueEvent('closed', issueOrThrow(owner, repo, number), sender, {}, 'opened');
+    },
+    issueCommentCreated(owner: string, repo: string, number: number, body: string, sender: string): WebhookPayload {
+      const issue = issueOrThrow(owner, repo, number);
+      const comment = state.addComment(issue, state.ensureUser(sender), body, false);
+      return payloadFactory.commentEvent('created', comment, sender);
+    },
+  };
+
+  const standin: GitHubStandin = {
+    origin,
+    host,
+    apiUrl,
+    appId,
+    appSlug,
+    privateKeyPem: keys.privateKeyPem,
+    webhookSecret,
+    gitRoot,
+    requests,
+    deliveries,
+    payloads,
+
+    createInstallation(account): Installation {
+      const user = state.ensureUser(account.login, account.type ?? 'User');
+      if (account.type === 'Organization') user.type = 'Organization';
+      return state.installation(state.createInstallation(user));
+    },
+
+    createUser(login, o = {}): User {
+      const existing = state.findUser(login);
+      if (existing) {
+        if (o.type) existing.type = o.type;
+        return state.user(existing);
+      }
+      return state.user(state.ensureUser(login, o.type ?? (login.endsWith('[bot]') ? 'Bot' : 'User')));
+    },
+
+    createRepo(owner, name, o: CreateRepoOptions = {}): Repo {
+      if (state.findRepo(owner, name)) throw new Error(`repository ${owner}/${name} already exists`);
+      const ownerRec = state.findUser(owner) ?? state.ensureUser(owner);
+      const defaultBranch = o.defaultBranch ?? 'main';
+      const gitDir = path.join(gitRoot, ownerRec.login.toLowerCase(), `${name.toLowerCase()}.git`);
+      gitRepo.initBareRepo(gitDir, defaultBranch);
+      const files = o.files ?? { 'README.md': `# ${name}\n` };
+      gitRepo.commitFiles(gitDir, defaultBranch, files, 'Initial commit', { name: ownerRec.login, email: `${ownerRec.login}@users.noreply.${'127.0.0.1'}` });
+      const rec = state.addRepo(ownerRec, name, o.private ?? true, defaultBranch, gitDir, o.description ?? null);
+      return state.repo(rec);
+    },
+
+    addCollaborator(owner, repo, login, permission: RoleName): void {
+      const r = repoOrThrow(owner, repo);
+      const user = state.ensureUser(login);
+      r.collaborators.set(user.login.toLowerCase(), { user, role: permission });
+    },
+
+    createIssue(owner, repo, input: CreateIssueInput): Issue {
+      const r = repoOrThrow(owner, repo);
+      const issue = state.createIssue(r, {
+        title: input.title,
+        body: input.body ?? null,
+        user: state.ensureUser(input.author),
+        labels: input.labels ?? [],
+        viaApp: false,
+      });
+      return state.issue(issue);
+    },
+
+    setFile(owner, repo, filePath, content, message): string {
+      const r = repoOrThrow(owner, repo);
+      const sha = gitRepo.commitFiles(r.gitDir, r.defaultBranch, { [filePath]: content }, message ?? `Update ${filePath}`, {
+        name: r.owner.login,
+        email: `${r.owner.login}@users.noreply.127.0.0.1`,
+      });
+      r.pushedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+      return sha;
+    },
+
+    readFile(owner, repo, ref, filePath): string | null {
+      const r = repoOrThrow(owner, repo);
+      return gitRepo.readPath(r.gitDir, ref, filePath)?.toString('utf8') ?? null;
+    },
+
+    branchSha(owner, repo, branch): string | null {
+      return gitRepo.branchSha(repoOrThrow(owner, repo).gitDir, branch);
+    },
+
+    issue(owner, repo, number): Issue {
+      return state.issue(issueOrThrow(owner, repo, number));
+    },
+
+    comments(owner, repo, number): CommentWithHistory[] {
+      return issueOrThrow(owner, repo, number).comments.map((c) => ({ ...state.comment(c), edits: [...c.edits] }));
+    },
+
+    pulls(owner, repo): Pull[] {
+      return [...repoOrThrow(owner, repo).issues.values()].filter((i) => i.pull).map((i) => state.pull(i));
+    },
+
+    reactions(commentId): Reaction[] {
+      const c = state.comments.get(commentId);
+      if (!c) throw new Error(`no comment ${commentId} in the stand-in`);
+      return c.reactions.map((r) => state.reaction(r));
+    },
+
+    issueReactions(owner, repo, number): Reaction[] {
+      return issueOrThrow(owner, repo, number).reactions.map((r) => state.reaction(r));
+    },
+
+    tokens(): IssuedToken[] {
+      return [...state.tokens.values()].map(tokenView);
+    },
+
+    expireTokens(token?: string): void {
+      const past = new Date(Date.now() - 1000);
+      for (const t of state.tokens.values()) if (token === undefined || t.token === token) t.expiresAt = past;
+    },
+
+    sendWebhook(targetUrl, event, payload, o = {}) {
+      return deliver({ secret: webhookSecret, appId, hookId, host, deliveries }, targetUrl, event, payload, o.deliveryId);
+    },
+
+    labelIssue(owner, repo, number, label, sender): WebhookPayload {
+      const issue = issueOrThrow(owner, repo, number);
+      state.addLabel(issue, label);
+      return payloads.issueLabeled(owner, repo, number, label, sender);
+    },
+
+    unlabelIssue(owner, repo, number, label, sender): WebhookPayload {
+      const issue = issueOrThrow(owner, repo, number);
+      state.removeLabel(issue, label);
+      return payloads.issueUnlabeled(owner, repo, number, label, sender);
+    },
+
+    closeIssue(owner, repo, number, sender): WebhookPayload {
+      const issue = issueOrThrow(owner, repo, number);
+      state.setState(issue, 'closed', state.ensureUser(sender), 'completed');
+      return payloads.issueClosed(owner, repo, number, sender);
+    },
+
+    commentOnIssue(owner, repo, number, body, sender): WebhookPayload {
+      return payloads.issueCommentCreated(owner, repo, number, body, sender);
+    },
+
+    async close(): Promise<void> {
+      for (const child of children) child.kill('SIGKILL');
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sockets) s.destroy();
+      });
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+  return standin;
+}
