@@ -41,6 +41,11 @@ const book: ScriptBook = {
   ],
   'Slow one': (turn) => (turn === 0 ? { delayMs: 2500, toolCalls: [{ name: 'Bash', arguments: { command: 'true' } }] } : { content: 'ok, nothing to change' }),
   'Hangs forever': () => ({ hang: true }),
+  'Leaks a token': [
+    { toolCalls: [{ name: 'Write', arguments: { file_path: 'config.py', content: `TOKEN = "ghp_${'a1B2'.repeat(9)}"\n` } }] },
+    { content: 'Added the token.' },
+  ],
+  'Org default config': [{ toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] }, { content: 'Fixed.' }],
   'Closed while queued': () => ({ hang: true }),
 };
 
@@ -68,7 +73,10 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     app.gh.createRepo(OWNER, 'calc', { files: { ...CALC_REPO, '.github/lilypad.yml': CONFIG } });
     app.gh.createRepo(OWNER, 'budget', { files: { ...CALC_REPO, '.github/lilypad.yml': `${CONFIG}max_steps: 2\n` } });
     app.gh.createRepo(OWNER, 'badconf', { files: { ...CALC_REPO, '.github/lilypad.yml': 'max_steps: lots\ntset: pytest\n' } });
-    for (const repo of ['calc', 'budget', 'badconf']) app.gh.addCollaborator(OWNER, repo, 'alice', 'maintain');
+    // The organisation-wide fallback: repositories without their own file use acme/.github's.
+    app.gh.createRepo(OWNER, '.github', { files: { '.github/lilypad.yml': 'trigger_label: ai-fix\nlabels: [from-org]\n' } });
+    app.gh.createRepo(OWNER, 'orgdefault', { files: CALC_REPO });
+    for (const repo of ['calc', 'budget', 'badconf', 'orgdefault']) app.gh.addCollaborator(OWNER, repo, 'alice', 'maintain');
   });
   after(async () => {
     await app?.stop();
@@ -222,6 +230,26 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     assert.match(pr.body ?? '', /\*\*Incomplete\.\*\* The agent's budget ran out \(`max_turns`\)/);
     assert.match(status('budget', n)!.body, /max_turns/);
     assert.equal(chatsFor('Runs out of steps').length, 2);
+  });
+
+  test('a change that contains a token-shaped secret is refused: nothing is pushed or opened', async () => {
+    const n = newIssue('Leaks a token');
+    await app.send('issues', app.gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));
+    await statusSays('calc', n, /Failed/);
+    assert.match(status('calc', n)!.body, /looks like a secret .*nothing was published/);
+    assert.equal(prsFor('calc', n).length, 0);
+    assert.equal(app.gh.branchSha(OWNER, 'calc', `lilypad/issue-${n}`), null);
+  });
+
+  test("a repository without its own file uses the organisation's .github configuration", async () => {
+    const n = newIssue('Org default config', 'orgdefault');
+    await app.send('issues', app.gh.labelIssue(OWNER, 'orgdefault', n, 'lilypad', 'alice'));
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(status('orgdefault', n), undefined, 'the default label is not the trigger here');
+    await app.send('issues', app.gh.labelIssue(OWNER, 'orgdefault', n, 'ai-fix', 'alice'));
+    await statusSays('orgdefault', n, /Done/);
+    const pr = prsFor('orgdefault', n)[0]!;
+    assert.deepEqual(pr.labels.map((l) => l.name), ['from-org']);
   });
 
   test('closing the issue removes a queued job', async () => {
