@@ -1,4 +1,5 @@
-import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createDockerClient } from '../../src/sandbox/sandbox.ts';
@@ -60,7 +61,7 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
   const status = (repo: string, n: number) => app.gh.comments(OWNER, repo, n).find((c) => c.body.startsWith('<!-- lilypad:status -->'));
   const statusSays = (repo: string, n: number, re: RegExp) => waitFor(() => re.test(status(repo, n)?.body ?? ''), `status of ${repo}#${n} to match ${re}`, 90_000);
   const containersFor = async (repo: string, n: number) =>
-    (await docker.listContainers({ all: true, filters: { label: [`dev.lilypad.issue=${OWNER}/${repo}#${n}`] } })).length;
+    (await docker.listContainers({ all: true, filters: { label: [`dev.lilypad.issue=${OWNER}/${repo}#${n}`, `dev.lilypad.worker=${app.prefix}`] } })).length;
   const prsFor = (repo: string, n: number) => app.gh.pulls(OWNER, repo).filter((p) => p.head.ref === `lilypad/issue-${n}`);
   const chatsFor = (title: string) => app.model.chatRequests().filter((b) => titleOf(b) === title);
 
@@ -120,12 +121,12 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     const tokens = app.gh.tokens().map((t) => t.token);
     assert.ok(tokens.length > 0);
     const observations = JSON.stringify(app.model.chatRequests());
-    const disk = execFileSync('bash', ['-c', `grep -rIl -F -f /dev/stdin ${app.dataDir} || true`], { input: tokens.join('\n') }).toString();
+    const disk = filesContaining(app.dataDir, tokens);
     for (const token of tokens) {
       assert.ok(!observations.includes(token), 'no token in anything sent to the model');
       assert.ok(!app.logs().includes(token), 'no token in the logs');
     }
-    assert.equal(disk.trim(), '', `no token in files under the data dir: ${disk}`);
+    assert.deepEqual(disk, [], 'no token in files under the data dir (mirrors, runs, trajectories)');
     assert.match(observations, /Exit code: \d+\\nSTDOUT:/);
     assert.equal(await containersFor('calc', n), 0, 'the sandbox is gone');
   });
@@ -268,3 +269,15 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     void issueNo;
   });
 });
+
+/** Every file under `dir` (recursively) whose bytes contain one of `needles`. */
+function filesContaining(dir: string, needles: string[]): string[] {
+  const hits: string[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!entry.isFile()) continue;
+    const file = path.join(entry.parentPath ?? entry.path, entry.name);
+    const text = readFileSync(file).toString('latin1');
+    if (needles.some((n) => text.includes(n))) hits.push(file);
+  }
+  return hits;
+}

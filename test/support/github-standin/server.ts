@@ -6,7 +6,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, STATUS_CODES } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import os from 'node:os';
@@ -24,6 +24,8 @@ import type {
   CreateIssueInput,
   CreateRepoOptions,
   GitHubStandin,
+  InjectedFailure,
+  InjectedFailureHandle,
   Installation,
   Issue,
   IssuedToken,
@@ -95,6 +97,7 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
   const requests: RecordedApiRequest[] = [];
   const deliveries: WebhookDelivery[] = [];
   const hookId = 400000 + Math.floor(Math.random() * 100000);
+  const failures: Array<{ rule: InjectedFailure; left: number; hits: number }> = [];
 
   // Rate limits: one core bucket per installation (as GitHub does for installation tokens), one for
   // the app's JWTs, one for anonymous callers. Counted, never enforced.
@@ -150,7 +153,13 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
         parseError = true;
       }
     }
-    if (parseError) {
+    const injected = parseError ? undefined : failures.find((f) => f.left > 0 && f.rule.match({ method: req.method ?? 'GET', path: pathname, body }));
+    if (injected) {
+      injected.left -= 1;
+      injected.hits += 1;
+      const status = injected.rule.status;
+      result = { status, json: { message: injected.rule.message ?? STATUS_CODES[status] ?? 'Error', documentation_url: DOCS_ROOT, status: String(status) }, accepted: '' };
+    } else if (parseError) {
       result = {
         status: 400,
         json: { message: 'Problems parsing JSON', documentation_url: DOCS_ROOT, status: '400' },
@@ -393,6 +402,19 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     expireTokens(token?: string): void {
       const past = new Date(Date.now() - 1000);
       for (const t of state.tokens.values()) if (token === undefined || t.token === token) t.expiresAt = past;
+    },
+
+    failApiRequests(rule: InjectedFailure): InjectedFailureHandle {
+      const entry = { rule, left: rule.times ?? 1, hits: 0 };
+      failures.push(entry);
+      return {
+        get hits() {
+          return entry.hits;
+        },
+        remove() {
+          entry.left = 0;
+        },
+      };
     },
 
     sendWebhook(targetUrl, event, payload, o = {}) {

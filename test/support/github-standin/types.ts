@@ -341,6 +341,25 @@ export interface PayloadBuilders {
   issueCommentCreated(owner: string, repo: string, number: number, body: string, sender: string): WebhookPayload;
 }
 
+/** A failure the stand-in answers instead of handling matching REST requests (for retry tests). */
+export interface InjectedFailure {
+  /** Which requests fail: `path` is the REST path without `/api/v3` and without the query; `body` is the parsed JSON body. */
+  match: (req: { method: string; path: string; body: unknown }) => boolean;
+  /** The HTTP status to answer, e.g. 502. */
+  status: number;
+  /** How many matching requests fail before the rule retires itself; default 1. */
+  times?: number;
+  /** Default: the status text (e.g. `Bad Gateway`). */
+  message?: string;
+}
+
+export interface InjectedFailureHandle {
+  /** How many requests this rule has failed so far. */
+  readonly hits: number;
+  /** Retires the rule now. */
+  remove(): void;
+}
+
 export interface GitHubStandin {
   /** http://127.0.0.1:PORT */
   origin: string;
@@ -379,6 +398,9 @@ export interface GitHubStandin {
 
   sendWebhook(targetUrl: string, event: string, payload: object, opts?: SendWebhookOptions): Promise<WebhookResult>;
   payloads: PayloadBuilders;
+
+  /** Makes matching REST requests fail with `status` (recorded in `requests` like any other), `times` times. */
+  failApiRequests(rule: InjectedFailure): InjectedFailureHandle;
 
   labelIssue(owner: string, repo: string, number: number, label: string, sender: string): WebhookPayload;
   unlabelIssue(owner: string, repo: string, number: number, label: string, sender: string): WebhookPayload;
