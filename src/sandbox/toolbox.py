@@ -61,16 +61,17 @@ def resolve(path):
     return path if os.path.isabs(path) else os.path.join(REPO, path)
 
 
-def display_path(abs_path, given):
+def display_path(abs_path, given, root=None):
     try:
         real = os.path.realpath(abs_path)
-        root = os.path.realpath(REPO)
+        root = root or os.path.realpath(REPO)
     except Exception:
         return given
     if real == root:
         return "."
-    if real.startswith(root.rstrip("/") + "/"):
-        return os.path.relpath(real, root)
+    prefix = root.rstrip("/") + "/"
+    if real.startswith(prefix):
+        return real[len(prefix):]
     return given
 
 
@@ -218,7 +219,8 @@ def tool_glob(args):
         matches = [os.path.join(base, m) for m in globmod.glob(pattern, root_dir=base, recursive=True)]
     else:
         matches = globmod.glob(os.path.join(glob_escape(base), pattern), recursive=True)
-    files = sorted(display_path(m, m) for m in matches if os.path.isfile(m))
+    root = os.path.realpath(REPO)
+    files = sorted(display_path(m, m, root) for m in matches if os.path.isfile(m))
     if not files:
         return "No files matched."
     shown = files[:GLOB_LIMIT]
