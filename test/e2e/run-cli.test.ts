@@ -164,6 +164,20 @@ describe('lilypad run', () => {
     });
   }
 
+  test('a failed run (model server errors) still removes its container and reports why', async () => {
+    const server = await startModelServer({ script: [{ status: 500, body: { error: { message: 'CUDA out of memory' } } }] });
+    servers.push(server);
+    const out = mkdtempSync(path.join(os.tmpdir(), 'lilypad-out-'));
+    const { done } = startCli(['--repo', makeRepo(CALC_REPO), '--title', 'Fail', '--out', out, '--base-url', server.url], { LILYPAD_MODEL_RETRIES: '0' });
+    const run = await done;
+    assert.equal(run.code, 1, run.stderr);
+    assert.equal(await containersOf(run.runId), 0);
+    const result = JSON.parse(readFileSync(path.join(out, 'result.json'), 'utf8'));
+    assert.equal(result.exit_reason, 'llm_query_error');
+    assert.match(result.error, /HTTP 500.*CUDA out of memory/);
+    assert.match(run.stdout, /exit reason: llm_query_error/);
+  });
+
   test('bad input gets a clear error: missing repo, not a git repo, bad --max-steps, unreachable model server', async () => {
     const notGit = mkdtempSync(path.join(os.tmpdir(), 'lilypad-notgit-'));
     let run = await startCli(['--title', 'x']).done;
