@@ -64,6 +64,17 @@ describe('sandbox container', () => {
     assert.doesNotMatch(out, /LILYPAD_TEST_SECRET/);
   });
 
+  test('a command printing a gigabyte is captured with bounded memory and truncated exactly', async () => {
+    const obs = (await sandbox.tool('Bash', JSON.stringify({ command: 'head -c 1000000000 /dev/zero | tr "\\0" a; echo done >&2' }), 600)).observation;
+    // "Exit code: 0\nSTDOUT:\n" + 1e9 chars + "\nSTDERR:\n" + "done\n" = 1e9 + 35 chars, 30000 kept.
+    assert.equal(obs.length, 30000 + '\n[truncated 999970035 chars]'.length);
+    assert.ok(obs.startsWith('Exit code: 0\nSTDOUT:\naaaa'));
+    assert.ok(obs.endsWith('a\n[truncated 999970035 chars]'));
+    const ps = await sandbox.exec(['/bin/bash', '-c', 'ps -o rss= -C python3']);
+    const rssKb = Math.max(...ps.stdout.toString().trim().split('\n').map(Number));
+    assert.ok(rssKb < 64 * 1024, `toolbox RSS ${rssKb} kB stays small`);
+  });
+
   test('a tool call cannot reach host files through a symlink', async () => {
     await sandbox.exec(['/bin/bash', '-c', 'ln -sf /etc/hostname /testbed/link']);
     const obs = (await sandbox.tool('Read', JSON.stringify({ file_path: 'link' }), 60)).observation;
