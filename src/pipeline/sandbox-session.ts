@@ -80,14 +80,16 @@ export async function runSandboxSession(input: SandboxSessionInput): Promise<San
     if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
   };
   try {
+    let patchBase = input.baseCommit;
     if (input.setup.length > 0) {
-      await phase('setup', async () => {
+      patchBase = await phase('setup', async () => {
         for (const command of input.setup) {
           check();
           const outcome = await runTestCommand(sandbox, command, input.setupTimeoutSeconds);
           if (outcome.outcome !== 'passed') throw new SetupError(command, outcome);
         }
         await sandbox.cutNetwork();
+        return commitSetupChanges(sandbox, input.baseCommit);
       });
     }
     check();
@@ -114,7 +116,7 @@ export async function runSandboxSession(input: SandboxSessionInput): Promise<San
     );
     if (agent.exitReason === 'cancelled') return { agent, patch: null, tests };
     // After a tool_error the toolbox may be gone: keep the agent's result and report no patch.
-    const patch = await phase('patch', () => extractPatch(sandbox, input.baseCommit)).catch((err: unknown) => {
+    const patch = await phase('patch', () => extractPatch(sandbox, patchBase)).catch((err: unknown) => {
       if (agent.exitReason === 'tool_error') return null;
       throw err;
     });
@@ -127,4 +129,20 @@ export async function runSandboxSession(input: SandboxSessionInput): Promise<San
     stopWatching();
     await sandbox.destroy();
   }
+}
+
+/**
+ * Files the setup commands created or changed (build output, lock files, egg-info) are not the
+ * agent's work: record them in a commit of their own so that the patch is taken against it.
+ */
+async function commitSetupChanges(sandbox: Sandbox, baseCommit: string): Promise<string> {
+  const git = ['git', '-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'user.name=Lilypad', '-c', 'user.email=lilypad@localhost'];
+  const cwd = sandbox.options.workdir;
+  const status = await sandbox.exec([...git, 'status', '--porcelain'], { cwd, timeoutSeconds: 300 });
+  if (status.exitCode !== 0 || status.stdout.length === 0) return baseCommit;
+  await sandbox.exec([...git, 'add', '-A'], { cwd, timeoutSeconds: 300 });
+  const commit = await sandbox.exec([...git, 'commit', '-q', '--no-verify', '-m', 'State after the setup commands'], { cwd, timeoutSeconds: 300 });
+  if (commit.exitCode !== 0) return baseCommit;
+  const head = await sandbox.exec([...git, 'rev-parse', 'HEAD'], { cwd, timeoutSeconds: 60 });
+  return head.stdout.toString().trim() || baseCommit;
 }

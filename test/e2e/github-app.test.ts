@@ -46,6 +46,11 @@ const book: ScriptBook = {
     { toolCalls: [{ name: 'Write', arguments: { file_path: 'config.py', content: `TOKEN = "ghp_${'a1B2'.repeat(9)}"\n` } }] },
     { content: 'Added the token.' },
   ],
+  'Needs setup': [
+    { toolCalls: [{ name: 'Read', arguments: { file_path: 'net-during-setup.txt' } }, { name: 'Bash', arguments: { command: 'ls /sys/class/net' } }] },
+    { toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
+    { content: 'Fixed.' },
+  ],
   'Org default config': [{ toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] }, { content: 'Fixed.' }],
   'Closed while queued': () => ({ hang: true }),
 };
@@ -77,7 +82,10 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     // The organisation-wide fallback: repositories without their own file use acme/.github's.
     app.gh.createRepo(OWNER, '.github', { files: { '.github/lilypad.yml': 'trigger_label: ai-fix\nlabels: [from-org]\n' } });
     app.gh.createRepo(OWNER, 'orgdefault', { files: CALC_REPO });
-    for (const repo of ['calc', 'budget', 'badconf', 'orgdefault']) app.gh.addCollaborator(OWNER, repo, 'alice', 'maintain');
+    app.gh.createRepo(OWNER, 'setup', {
+      files: { ...CALC_REPO, '.github/lilypad.yml': `${CONFIG}setup:\n  - ls /sys/class/net > net-during-setup.txt\n  - echo built > build-info.txt\n` },
+    });
+    for (const repo of ['calc', 'budget', 'badconf', 'orgdefault', 'setup']) app.gh.addCollaborator(OWNER, repo, 'alice', 'maintain');
   });
   after(async () => {
     await app?.stop();
@@ -251,6 +259,20 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     await statusSays('orgdefault', n, /Done/);
     const pr = prsFor('orgdefault', n)[0]!;
     assert.deepEqual(pr.labels.map((l) => l.name), ['from-org']);
+  });
+
+  test('setup commands run with network, the agent runs without, and setup output stays out of the pull request', async () => {
+    const n = newIssue('Needs setup', 'setup');
+    await app.send('issues', app.gh.labelIssue(OWNER, 'setup', n, 'lilypad', 'alice'));
+    await statusSays('setup', n, /Done/);
+    const second = chatsFor('Needs setup')[1]!;
+    const [duringSetup, duringAgent] = second.messages.filter((m) => m.role === 'tool').map((m) => String(m.content));
+    assert.match(duringSetup!, /^net-during-setup\.txt\n1\. eth0\n2\. lo$/);
+    assert.equal(duringAgent, 'Exit code: 0\nSTDOUT:\nlo\n\nSTDERR:\n');
+    const pr = prsFor('setup', n)[0]!;
+    assert.match(pr.body ?? '', /- `calc.py` \(\+1 −1\)/);
+    assert.doesNotMatch(pr.body ?? '', /build-info|net-during-setup/);
+    assert.equal(app.gh.readFile(OWNER, 'setup', `lilypad/issue-${n}`, 'build-info.txt'), null);
   });
 
   test('closing the issue removes a queued job', async () => {
