@@ -117,7 +117,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       model: values.model ?? env.LILYPAD_MODEL,
       modelTimeoutMs: env.LILYPAD_MODEL_TIMEOUT_SECONDS * 1000,
       modelRetries: env.LILYPAD_MODEL_RETRIES,
-      ...(process.env['LILYPAD_RETRY_BASE_MS'] ? { retryBaseMs: Number(process.env['LILYPAD_RETRY_BASE_MS']) } : {}),
+      retryBaseMs: env.LILYPAD_MODEL_RETRY_BASE_MS,
       testTimeoutSeconds: env.LILYPAD_TEST_TIMEOUT_SECONDS,
       budgets: {
         maxSteps: positive('--max-steps', values['max-steps'], env.LILYPAD_MAX_STEPS),

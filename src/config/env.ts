@@ -40,6 +40,8 @@ export const envSchema = z.object({
   LILYPAD_TEST_TIMEOUT_SECONDS: positiveInt(1800),
   LILYPAD_MODEL_TIMEOUT_SECONDS: positiveInt(600),
   LILYPAD_MODEL_RETRIES: z.coerce.number().int().min(0).max(10).default(4),
+  LILYPAD_MODEL_RETRY_BASE_MS: positiveInt(1000),
+  LILYPAD_STATUS_INTERVAL_MS: z.coerce.number().int().min(0).default(20_000),
   REDIS_URL: optionalText.refine((v) => v === undefined || /^rediss?:\/\//.test(v), 'must be a redis:// or rediss:// URL'),
 
   // GitHub App (read by Probot too; validated here so a mistake is reported once, clearly).
@@ -55,6 +57,7 @@ export const envSchema = z.object({
   LILYPAD_WORKER_ID: optionalText,
   LILYPAD_QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, - and _ only').default('lilypad'),
   LILYPAD_JOB_ATTEMPTS: positiveInt(3),
+  LILYPAD_JOB_RETRY_DELAY_MS: positiveInt(30_000),
 });
 
 export type Env = z.infer<typeof envSchema>;

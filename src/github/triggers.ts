@@ -114,7 +114,7 @@ async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient,
     await deps.runs.add('run', data, {
       jobId,
       attempts: deps.env.LILYPAD_JOB_ATTEMPTS,
-      backoff: { type: 'exponential', delay: Number(process.env['LILYPAD_RETRY_DELAY_MS'] ?? 30_000) },
+      backoff: { type: 'exponential', delay: deps.env.LILYPAD_JOB_RETRY_DELAY_MS },
       removeOnComplete: { age: 7 * 24 * 3600 },
       removeOnFail: { age: 30 * 24 * 3600 },
     });

@@ -100,14 +100,14 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
       apiKey: deps.env.OPENAI_API_KEY,
       timeoutMs: deps.env.LILYPAD_MODEL_TIMEOUT_SECONDS * 1000,
       maxRetries: deps.env.LILYPAD_MODEL_RETRIES,
-      ...(process.env['LILYPAD_RETRY_BASE_MS'] ? { retryBaseMs: Number(process.env['LILYPAD_RETRY_BASE_MS']) } : {}),
+      retryBaseMs: deps.env.LILYPAD_MODEL_RETRY_BASE_MS,
     });
     const model = await step('model', () => client4model.resolveModel(deps.env.LILYPAD_MODEL, signal));
     const prepared = prepareIssue(issue.title, issue.body);
     const image = config.image ?? deps.env.LILYPAD_SANDBOX_IMAGE;
     const started = Date.now();
     let lastStatusAt = 0;
-    const statusEveryMs = Number(process.env['LILYPAD_STATUS_UPDATE_MS'] ?? 20_000);
+    const statusEveryMs = deps.env.LILYPAD_STATUS_INTERVAL_MS;
     const phaseStatus = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
       if (name === 'tests_before' || name === 'tests_after') await setStatus({ state: 'testing', which: name === 'tests_before' ? 'before' : 'after' });
       if (name === 'agent') await setStatus({ state: 'running', step: 0, phase: 'the agent is starting' });

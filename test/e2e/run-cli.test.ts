@@ -22,7 +22,7 @@ interface CliRun {
 function startCli(args: string[], env: Record<string, string> = {}) {
   const child = spawn(process.execPath, [path.join(ROOT, 'bin/lilypad.js'), 'run', ...args], {
     cwd: ROOT,
-    env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), LILYPAD_RETRY_BASE_MS: '5', ...env },
+    env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), LILYPAD_MODEL_RETRY_BASE_MS: '5', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

@@ -39,20 +39,41 @@ export async function freePort(): Promise<number> {
   });
 }
 
+export interface StartAppOptions {
+  /** The model's script; ignored when `share.model` is given (that server keeps its own script). */
+  book: ScriptBook;
+  env?: Record<string, string>;
+  role?: 'start' | 'web' | 'worker';
+  /**
+   * Run this process against another harness's GitHub stand-in, model server and/or queue prefix
+   * (several `web` and `worker` processes on one Redis prefix). Shared servers are not closed by
+   * this harness's stop(); the harness that created them closes them.
+   */
+  share?: { gh?: GitHubStandin; model?: ModelServer; prefix?: string };
+}
+
 /** Starts the GitHub stand-in, the scripted model server and the real app (`lilypad start`). */
-export async function startApp(opts: { book: ScriptBook; env?: Record<string, string>; role?: 'start' | 'web' | 'worker' }): Promise<AppHarness> {
-  const gh = await startGitHubStandin({ appSlug: 'lilypad' });
-  const model = await startModelServer({
-    script: ({ body }) => {
-      const entry = opts.book[titleOf(body)];
-      const turn = body.messages.filter((m) => m.role === 'assistant').length;
-      if (!entry) return { content: `no script for "${titleOf(body)}"` };
-      if (typeof entry === 'function') return entry(turn, body);
-      return entry[turn] ?? { content: 'done' };
-    },
-  });
+export async function startApp(opts: StartAppOptions): Promise<AppHarness> {
+  const ownsGh = !opts.share?.gh;
+  const ownsModel = !opts.share?.model;
+  const gh = opts.share?.gh ?? (await startGitHubStandin({ appSlug: 'lilypad' }));
+  const model =
+    opts.share?.model ??
+    (await startModelServer({
+      script: ({ body }) => {
+        const entry = opts.book[titleOf(body)];
+        const turn = body.messages.filter((m) => m.role === 'assistant').length;
+        if (!entry) return { content: `no script for "${titleOf(body)}"` };
+        if (typeof entry === 'function') return entry(turn, body);
+        return entry[turn] ?? { content: 'done' };
+      },
+    }));
+  const closeOwned = async () => {
+    if (ownsModel) await model.close();
+    if (ownsGh) await gh.close();
+  };
   const port = await freePort();
-  const prefix = `lilypad-test-${process.pid}-${Date.now().toString(36)}`;
+  const prefix = opts.share?.prefix ?? `lilypad-test-${process.pid}-${Date.now().toString(36)}`;
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'lilypad-app-'));
   let output = '';
   const proc = spawn(process.execPath, [path.join(ROOT, 'bin/lilypad.js'), opts.role ?? 'start'], {
@@ -72,9 +93,9 @@ export async function startApp(opts: { book: ScriptBook; env?: Record<string, st
       LILYPAD_QUEUE_PREFIX: prefix,
       LILYPAD_DATA_DIR: dataDir,
       OPENAI_BASE_URL: model.url,
-      LILYPAD_STATUS_UPDATE_MS: '0',
-      LILYPAD_RETRY_BASE_MS: '5',
-      LILYPAD_RETRY_DELAY_MS: '300',
+      LILYPAD_STATUS_INTERVAL_MS: '0',
+      LILYPAD_MODEL_RETRY_BASE_MS: '5',
+      LILYPAD_JOB_RETRY_DELAY_MS: '300',
       LILYPAD_WORKER_ID: prefix,
       LOG_LEVEL: 'info',
       ...opts.env,
@@ -111,12 +132,10 @@ export async function startApp(opts: { book: ScriptBook; env?: Record<string, st
         proc.kill(signal);
         const code = await Promise.race([exited, new Promise<null>((r) => setTimeout(() => r(null), 60_000))]);
         if (proc.exitCode === null) proc.kill('SIGKILL');
-        await model.close();
-        await gh.close();
+        await closeOwned();
         return code;
       }
-      await model.close();
-      await gh.close();
+      await closeOwned();
       return proc.exitCode;
     },
   };
