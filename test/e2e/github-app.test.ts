@@ -137,6 +137,15 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     assert.deepEqual(disk, [], 'no token in files under the data dir (mirrors, runs, trajectories)');
     assert.match(observations, /Exit code: \d+\\nSTDOUT:/);
     assert.equal(await containersFor('calc', n), 0, 'the sandbox is gone');
+
+    // The job's token was scoped to this one repository, with only what a job needs, and revoked.
+    const jobTokens = app.gh.tokens().filter((t) => t.repositories !== null);
+    assert.ok(jobTokens.length >= 1);
+    for (const t of jobTokens) {
+      assert.deepEqual(t.repositories, ['calc']);
+      assert.deepEqual(t.permissions, { contents: 'write', pull_requests: 'write', issues: 'write', metadata: 'read' });
+      assert.ok(t.expiresAt.getTime() <= Date.now(), 'revoked when the job ended');
+    }
   });
 
   test('a re-run force-updates the same branch and pull request', async () => {

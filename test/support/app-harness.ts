@@ -130,7 +130,9 @@ export async function startApp(opts: StartAppOptions): Promise<AppHarness> {
       if (proc.exitCode === null) {
         const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
         proc.kill(signal);
-        const code = await Promise.race([exited, new Promise<null>((r) => setTimeout(() => r(null), 60_000))]);
+        let timer: NodeJS.Timeout | undefined;
+        const code = await Promise.race([exited, new Promise<null>((r) => (timer = setTimeout(() => r(null), 60_000)))]);
+        clearTimeout(timer); // a pending 60 s timer would keep the test process alive after its last test
         if (proc.exitCode === null) proc.kill('SIGKILL');
         await closeOwned();
         return code;

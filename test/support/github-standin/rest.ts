@@ -274,6 +274,11 @@ export class RestApi {
     });
 
     // ---- installation
+    this.add('DELETE', '/installation/token', 'installation', '', 'apps/installations#revoke-an-installation-access-token', (req) => {
+      if (req.auth.kind !== 'installation') this.fail(req, 401, 'Requires authentication');
+      req.auth.token.expiresAt = new Date(Date.now() - 1000);
+      return { status: 204 };
+    });
     this.add('GET', '/installation/repositories', 'installation', 'metadata=read', 'apps/installations#list-repositories-accessible-to-the-app-installation', (req) => {
       if (req.auth.kind !== 'installation') this.fail(req, 401, 'Requires authentication');
       const token = req.auth.token;
