@@ -1,3 +1,5 @@
+import { retry } from '@octokit/plugin-retry';
+import { throttling } from '@octokit/plugin-throttling';
 import { Octokit } from '@octokit/rest';
 import { Probot, type ProbotOctokit } from 'probot';
 import type { Logger } from '../observability/logger.ts';
@@ -36,8 +38,17 @@ export class RepoToken {
     return this.#value;
   }
 
+  /** A REST client with this token that retries 5xx and waits out rate limits (a few times). */
   rest(): Octokit {
-    return new Octokit({ auth: this.#value, baseUrl: this.apiUrl, log: quietLog });
+    return new JobOctokit({
+      auth: this.#value,
+      baseUrl: this.apiUrl,
+      log: quietLog,
+      throttle: {
+        onRateLimit: (_after: number, _options: object, _octokit: unknown, retryCount: number) => retryCount < 2,
+        onSecondaryRateLimit: (_after: number, _options: object, _octokit: unknown, retryCount: number) => retryCount < 2,
+      },
+    });
   }
 
   /** Revokes the token (DELETE /installation/token); never throws. */
@@ -51,6 +62,8 @@ export class RepoToken {
     return '[RepoToken]';
   }
 }
+
+const JobOctokit = Octokit.plugin(retry, throttling);
 
 const quietLog = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };
 
