@@ -19,6 +19,7 @@ export interface TestCounts {
 }
 
 const TAIL_BYTES = 16 * 1024;
+let runCounter = 0;
 
 /** Runs the repository's test command in the sandbox (never shown to the model). */
 export async function runTestCommand(sandbox: Sandbox, command: string, timeoutSeconds: number): Promise<TestOutcome> {
@@ -29,6 +30,10 @@ export async function runTestCommand(sandbox: Sandbox, command: string, timeoutS
       cwd: sandbox.options.workdir,
       timeoutSeconds,
       keepBytes: TAIL_BYTES * 2,
+      // Python checks cached bytecode by source mtime (whole seconds) and size: an edit within the
+      // same second that keeps the size would run stale code. A fresh cache per run rules that out
+      // and keeps __pycache__ out of the working tree.
+      env: { PYTHONPYCACHEPREFIX: `/tmp/lilypad-pycache-${process.pid}-${++runCounter}` },
     });
     const output = res.stdout.toString('utf8');
     return {

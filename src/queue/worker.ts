@@ -5,6 +5,7 @@ import type { Env } from '../config/env.ts';
 import type { GitHubApp } from '../github/app-auth.ts';
 import type { GitHubClient, IssueRef } from '../github/client.ts';
 import { StatusComments } from '../github/status-comment.ts';
+import { reconcileMissedTriggers } from '../github/reconcile.ts';
 import { handleEvent } from '../github/triggers.ts';
 import type { Logger } from '../observability/logger.ts';
 import { classifyFailure } from '../pipeline/failures.ts';
@@ -30,6 +31,7 @@ export interface WorkerRuntime {
 }
 
 const SHUTDOWN = 'shutdown';
+const RECONCILE = 'reconcile';
 export const LABEL_JOB = 'dev.lilypad.job';
 export const LABEL_INSTANCE = 'dev.lilypad.instance';
 
@@ -46,6 +48,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const status = new StatusComments(redis, prefix);
   const cancelBus = new CancelBus(redis, prefix);
   const runsQueue = new Queue<RunJob>(RUNS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
+  const eventsQueue = new Queue<EventJob>(EVENTS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
 
   // Containers of this machine whose job is no longer running (a crash, a kill -9) go first.
   const swept = await sweepOrphans(opts.docker, runsQueue, workerId).catch(() => 0);
@@ -54,6 +57,10 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const events = new Worker<EventJob>(
     EVENTS_QUEUE,
     async (job) => {
+      if (job.name === RECONCILE) {
+        const summary = await reconcileMissedTriggers({ github: opts.github, runs: runsQueue, events: eventsQueue, logger });
+        return `reconciled: ${summary.enqueued} missed trigger(s) among ${summary.checked} labelled issue(s)`;
+      }
       const evt = eventJobSchema.parse(job.data);
       const outcome = await handleEvent(evt, { env, github: opts.github, runs: runsQueue, redis, status, cancelBus, logger });
       logger.info({ delivery: evt.deliveryId, kind: evt.kind, issue: `${evt.owner}/${evt.repo}#${evt.issueNumber}`, outcome }, 'event handled');
@@ -120,6 +127,13 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
     }
   }
 
+  // One schedule shared by every worker (BullMQ runs each tick once, on one of them).
+  if (env.LILYPAD_RECONCILE_SECONDS > 0) {
+    await eventsQueue.upsertJobScheduler(RECONCILE, { every: env.LILYPAD_RECONCILE_SECONDS * 1000 }, { name: RECONCILE, data: {} as EventJob, opts: { removeOnComplete: 50, removeOnFail: 50 } });
+  } else {
+    await eventsQueue.removeJobScheduler(RECONCILE).catch(() => undefined);
+  }
+
   await cancelBus.subscribe((req: CancelRequest) => {
     if (runs.cancelJob(req.jobId, `cancel:${JSON.stringify(req)}`)) logger.info({ job: req.jobId, by: req.by }, 'cancelling running job');
   });
@@ -136,6 +150,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
         await Promise.all([runs.close(), events.close()]);
         await cancelBus.close();
         await runsQueue.close();
+        await eventsQueue.close();
         await removeLabelled(opts.docker, LABEL_INSTANCE, instance).catch(() => 0);
         redis.disconnect();
         logger.info({ workerId }, 'worker stopped');

@@ -182,13 +182,14 @@ export class Sandbox {
   }
 
   /** Runs a command for Lilypad itself (tests, patch extraction); binary-safe, not shown to the model. */
-  async exec(argv: string[], opts: { timeoutSeconds?: number; keepBytes?: number; cwd?: string } = {}): Promise<ExecResult> {
+  async exec(argv: string[], opts: { timeoutSeconds?: number; keepBytes?: number; cwd?: string; env?: Record<string, string> } = {}): Promise<ExecResult> {
     const res = await this.requireChannel().request({
       op: 'exec',
       argv,
       timeout: opts.timeoutSeconds ?? 600,
       keep_bytes: opts.keepBytes ?? 1 << 20,
       ...(opts.cwd ? { cwd: opts.cwd } : {}),
+      ...(opts.env ? { env: opts.env } : {}),
     });
     return {
       exitCode: typeof res['exit_code'] === 'number' ? res['exit_code'] : null,

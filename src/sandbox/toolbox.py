@@ -453,7 +453,8 @@ def op_exec(req):
     keep = int(req.get("keep_bytes", 65536))
     timeout = float(req.get("timeout", 600))
     cwd = req.get("cwd") or REPO
-    rc, timed_out, out_cap, err_cap, elapsed = run_process(req["argv"], timeout, keep, cwd)
+    env = req.get("env") or None
+    rc, timed_out, out_cap, err_cap, elapsed = run_process(req["argv"], timeout, keep, cwd, env)
     return {
         "exit_code": rc,
         "timed_out": timed_out,

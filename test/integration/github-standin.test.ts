@@ -22,7 +22,7 @@ import { verify } from '@octokit/webhooks-methods';
 import { createNodeMiddleware, createProbot, ProbotOctokit } from 'probot';
 import type { Probot } from 'probot';
 import { signAppJwt, startGitHubStandin, webhookExample } from '../support/github-standin/index.ts';
-import type { GitHubStandin } from '../support/github-standin/index.ts';
+import type { GitHubStandin, IssueEvent } from '../support/github-standin/index.ts';
 
 const SECRET = 'standin-webhook-secret';
 const APP_ID = 4242;
@@ -584,5 +584,218 @@ describe('webhooks', () => {
     } finally {
       await new Promise<void>((r) => appServer.close(() => r()));
     }
+  });
+});
+
+describe('issue search and issue events', () => {
+  let initech: number;
+  const ISSUE_EVENT_KEYS = ['id', 'node_id', 'url', 'actor', 'event', 'commit_id', 'commit_url', 'created_at', 'performed_via_github_app'];
+
+  /** [repo#number, …] of a search response's items. */
+  const refs = (items: { repository_url: string; number: number }[]): string[] =>
+    items.map((i) => `${i.repository_url.slice(`${gh.apiUrl}/repos/`.length)}#${i.number}`);
+
+  const eventRows = (events: IssueEvent[]): string[] =>
+    events.map((e) => [e.event, e.actor.login, e.label?.name].filter((x) => x !== undefined).join(' '));
+
+  before(async () => {
+    initech = gh.createInstallation({ login: 'initech', type: 'Organization' }).id;
+    gh.createRepo('initech', 'tps', { files: { 'README.md': '# tps\n' } });
+    gh.createRepo('initech', 'printer');
+    gh.createRepo('hooli', 'open-source', { private: false });
+    gh.createRepo('hooli', 'secret');
+    gh.createIssue('initech', 'tps', { title: 'New TPS report cover sheets', body: 'Did you get the memo?', author: 'peter', labels: ['lilypad'] });
+    gh.createIssue('initech', 'tps', { title: 'Stapler missing', author: 'milton', labels: ['bug', 'help wanted'] });
+    gh.createIssue('initech', 'tps', { title: 'Printer jams', author: 'samir' });
+    gh.createIssue('initech', 'printer', { title: 'PC load letter', author: 'michael', labels: ['lilypad'] });
+    gh.createIssue('hooli', 'open-source', { title: 'Public lilypad issue', author: 'gavin', labels: ['lilypad'] });
+    gh.createIssue('hooli', 'secret', { title: 'Secret lilypad issue', author: 'gavin', labels: ['lilypad'] });
+
+    // A pull request in initech/tps (#4), from a branch pushed over git.
+    const token = await mint(initech, { repositoryNames: ['tps'] });
+    const work = path.join(tmpDir('standin-search-'), 'tps');
+    await mustGit([...authHeader(token), 'clone', '--quiet', `${gh.origin}/initech/tps.git`, work]);
+    await mustGit(['checkout', '--quiet', '-b', 'cover-sheets'], work);
+    writeFileSync(path.join(work, 'COVER.md'), 'cover sheet\n');
+    await mustGit(['add', 'COVER.md'], work);
+    await mustGit(['commit', '--quiet', '-m', 'Add cover sheet'], work);
+    await mustGit([...authHeader(token), 'push', '--quiet', 'origin', 'cover-sheets'], work);
+    const pr = await tokenClient(token).rest.pulls.create({ owner: 'initech', repo: 'tps', title: 'Cover sheets', head: 'cover-sheets', base: 'main', body: 'Fixes #1' });
+    assert.equal(pr.data.number, 4);
+  });
+
+  test('search/issues: qualifiers, GitHub’s response shape, newest first', async () => {
+    const client = tokenClient(await mint(initech));
+    const search = async (q: string, extra: { sort?: 'created' | 'updated' | 'comments'; order?: 'asc' | 'desc' } = {}): Promise<string[]> =>
+      refs((await client.rest.search.issuesAndPullRequests({ q, ...extra })).data.items);
+
+    const res = await client.rest.search.issuesAndPullRequests({ q: 'is:issue is:open label:lilypad org:initech' });
+    assert.equal(res.status, 200);
+    assert.equal(res.data.total_count, 2);
+    assert.equal(res.data.incomplete_results, false);
+    assert.deepEqual(refs(res.data.items), ['initech/printer#1', 'initech/tps#1'], 'newest first');
+    const [first] = res.data.items;
+    assert.ok(first);
+    assert.equal(first.score, 1);
+    assert.equal(first.repository_url, `${gh.apiUrl}/repos/initech/printer`);
+    const { score, ...asIssue } = first;
+    assert.equal(score, 1);
+    const direct = await client.rest.issues.get({ owner: 'initech', repo: 'printer', issue_number: 1 });
+    assert.deepEqual(asIssue, direct.data, 'items are the GET /repos/{o}/{r}/issues/{n} shape plus score');
+
+    assert.deepEqual(await search('label:"help wanted"'), ['initech/tps#2']);
+    assert.deepEqual(await search('label:bug label:"HELP WANTED" repo:initech/tps'), ['initech/tps#2'], 'every label qualifier must match (case-insensitively)');
+    assert.deepEqual(await search('label:bug label:lilypad'), []);
+    assert.deepEqual(await search('label:bug,lilypad repo:initech/tps'), ['initech/tps#2', 'initech/tps#1'], 'a comma list matches any');
+    assert.deepEqual(await search('-label:lilypad repo:initech/tps is:issue'), ['initech/tps#3', 'initech/tps#2']);
+    assert.deepEqual(await search('no:label repo:initech/tps'), ['initech/tps#4', 'initech/tps#3']);
+    assert.deepEqual(await search('no:label repo:initech/tps is:issue'), ['initech/tps#3']);
+    assert.deepEqual(await search('is:pr repo:initech/tps'), ['initech/tps#4']);
+    const prItem = (await client.rest.search.issuesAndPullRequests({ q: 'is:pr org:initech' })).data.items[0];
+    assert.equal(prItem?.pull_request?.url, `${gh.apiUrl}/repos/initech/tps/pulls/4`);
+    assert.deepEqual(await search('user:initech is:issue'), await search('org:initech is:issue'));
+    assert.deepEqual(await search('repo:initech/tps repo:initech/printer is:issue label:lilypad'), ['initech/printer#1', 'initech/tps#1'], 'repo: qualifiers add up');
+    assert.deepEqual(await search('"cover sheets" repo:initech/tps'), ['initech/tps#4', 'initech/tps#1'], 'free text matches title or body');
+    assert.deepEqual(await search('memo'), ['initech/tps#1']);
+    assert.deepEqual(await search('org:initech is:issue', { sort: 'created', order: 'asc' }), ['initech/tps#1', 'initech/tps#2', 'initech/tps#3', 'initech/printer#1']);
+
+    gh.closeIssue('initech', 'tps', 3, 'samir');
+    assert.deepEqual(await search('repo:initech/tps is:closed'), ['initech/tps#3']);
+    assert.deepEqual(await search('repo:initech/tps state:closed is:issue'), ['initech/tps#3']);
+    assert.deepEqual(await search('repo:initech/tps state:open is:issue'), ['initech/tps#2', 'initech/tps#1']);
+
+    // Public repositories of other accounts are searchable, private ones are not.
+    assert.deepEqual(await search('label:lilypad is:open'), ['hooli/open-source#1', 'initech/printer#1', 'initech/tps#1']);
+
+    // A label applied without a webhook is still found by search.
+    assert.equal(gh.labelIssueSilently('initech', 'tps', 3, 'lilypad', 'peter'), undefined);
+    assert.deepEqual(await search('label:lilypad repo:initech/tps'), ['initech/tps#3', 'initech/tps#1']);
+  });
+
+  test('search/issues: only what the token can see; validation errors; pagination', async () => {
+    const printerOnly = tokenClient(await mint(initech, { repositoryNames: ['printer'] }));
+    const { data } = await printerOnly.rest.search.issuesAndPullRequests({ q: 'org:initech' });
+    assert.deepEqual(refs(data.items), ['initech/printer#1']);
+    const hidden = await rejects(printerOnly.rest.search.issuesAndPullRequests({ q: 'repo:initech/tps' }), 422);
+    assert.equal(errorBody(hidden).message, 'Validation Failed');
+    assert.deepEqual(errorBody(hidden).errors, [
+      {
+        message: 'The listed users and repositories cannot be searched either because the resources do not exist or you do not have permission to view them.',
+        resource: 'Search',
+        field: 'q',
+        code: 'invalid',
+      },
+    ]);
+    await rejects(printerOnly.rest.search.issuesAndPullRequests({ q: 'repo:hooli/secret' }), 422);
+    await rejects(printerOnly.rest.search.issuesAndPullRequests({ q: 'user:no-such-account' }), 422);
+    const missing = await rejects(printerOnly.rest.search.issuesAndPullRequests({ q: '' }), 422);
+    assert.deepEqual(errorBody(missing).errors, [{ resource: 'Search', field: 'q', code: 'missing' }]);
+
+    const noIssues = tokenClient(await mint(initech, { permissions: { contents: 'read' } }));
+    assert.equal((await noIssues.rest.search.issuesAndPullRequests({ q: 'org:initech' })).data.total_count, 0, 'no issues permission: nothing from the installation');
+    const otherAccount = tokenClient(await mint(otherInstallation));
+    assert.deepEqual(refs((await otherAccount.rest.search.issuesAndPullRequests({ q: 'label:lilypad' })).data.items), ['hooli/open-source#1']);
+    const now = Math.floor(Date.now() / 1000);
+    const jwt = signAppJwt(gh.privateKeyPem, { iat: now - 30, exp: now + 500, iss: APP_ID });
+    const asApp = await fetch(`${gh.apiUrl}/search/issues?q=org%3Ainitech`, { headers: { authorization: `Bearer ${jwt}` } });
+    assert.equal(asApp.status, 403, 'an app JWT cannot search');
+
+    const client = tokenClient(await mint(initech));
+    const page1 = await client.rest.search.issuesAndPullRequests({ q: 'org:initech', per_page: 2 });
+    assert.equal(page1.data.total_count, 5);
+    assert.equal(page1.data.items.length, 2);
+    assert.match(page1.headers.link ?? '', /<[^>]*\/api\/v3\/search\/issues\?[^>]*page=2[^>]*>; rel="next"/);
+    assert.match(page1.headers.link ?? '', /page=3[^>]*>; rel="last"/);
+    const page3 = await client.rest.search.issuesAndPullRequests({ q: 'org:initech', per_page: 2, page: 3 });
+    assert.deepEqual(refs(page3.data.items), ['initech/tps#1']);
+    const all = await client.paginate(client.rest.search.issuesAndPullRequests, { q: 'org:initech', per_page: 2 });
+    assert.deepEqual(refs(all), ['initech/tps#4', 'initech/printer#1', 'initech/tps#3', 'initech/tps#2', 'initech/tps#1']);
+  });
+
+  test('issues/{n}/events: labeled, unlabeled, closed, reopened, from helpers and the REST API', async () => {
+    const client = tokenClient(await mint(initech));
+    const issue = { owner: 'initech', repo: 'tps', issue_number: 2 };
+    const listed = async (): Promise<IssueEvent[]> =>
+      (await client.paginate(client.rest.issues.listEvents, { ...issue, per_page: 2 })) as unknown as IssueEvent[];
+    assert.deepEqual(eventRows(await listed()), ['labeled milton bug', 'labeled milton help wanted'], 'initial labels: labeled by the author');
+
+    await client.rest.issues.addLabels({ ...issue, labels: ['lilypad', 'bug'] });
+    await client.rest.issues.removeLabel({ ...issue, name: 'help wanted' });
+    await client.rest.issues.setLabels({ ...issue, labels: ['lilypad', 'triaged'] });
+    await client.rest.issues.update({ ...issue, labels: ['triaged'] });
+    await client.rest.issues.update({ ...issue, state: 'closed' });
+    await client.rest.issues.update({ ...issue, state: 'closed' });
+    await client.rest.issues.update({ ...issue, state: 'open' });
+    gh.unlabelIssue('initech', 'tps', 2, 'triaged', 'mona');
+    gh.unlabelIssue('initech', 'tps', 2, 'triaged', 'mona');
+    gh.labelIssue('initech', 'tps', 2, 'lilypad', 'mona');
+    gh.closeIssue('initech', 'tps', 2, 'milton');
+    const deliveriesBefore = gh.deliveries.length;
+    gh.labelIssueSilently('initech', 'tps', 2, 'urgent', 'milton');
+    assert.equal(gh.deliveries.length, deliveriesBefore, 'labelIssueSilently delivers nothing');
+
+    const events = await listed();
+    assert.deepEqual(eventRows(events), [
+      'labeled milton bug',
+      'labeled milton help wanted',
+      'labeled lilypad[bot] lilypad',
+      'unlabeled lilypad[bot] help wanted',
+      'unlabeled lilypad[bot] bug',
+      'labeled lilypad[bot] triaged',
+      'unlabeled lilypad[bot] lilypad',
+      'closed lilypad[bot]',
+      'reopened lilypad[bot]',
+      'unlabeled mona triaged',
+      'labeled mona lilypad',
+      'closed milton',
+      'labeled milton urgent',
+    ]);
+    assert.deepEqual(events, gh.issueEvents('initech', 'tps', 2), 'the inspection helper matches the REST API');
+    assert.deepEqual(gh.issue('initech', 'tps', 2).labels.map((l) => l.name), ['lilypad', 'urgent']);
+
+    const ids = events.map((e) => e.id);
+    assert.deepEqual([...ids].sort((a, b) => a - b), ids, 'oldest first');
+    for (const e of events) {
+      const expectedKeys = e.label ? [...ISSUE_EVENT_KEYS, 'label'] : ISSUE_EVENT_KEYS;
+      assert.deepEqual(Object.keys(e).sort(), [...expectedKeys].sort());
+      assert.equal(e.url, `${gh.apiUrl}/repos/initech/tps/issues/events/${e.id}`);
+      assert.equal(e.commit_id, null);
+      assert.equal(e.commit_url, null);
+      assert.equal(e.performed_via_github_app, null);
+      assert.match(e.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+      const typeName = { labeled: 'LabeledEvent', unlabeled: 'UnlabeledEvent', closed: 'ClosedEvent', reopened: 'ReopenedEvent' }[e.event];
+      assert.equal(Buffer.from(e.node_id, 'base64').toString(), `0${typeName.length}:${typeName}${e.id}`);
+    }
+    const bot = events.find((e) => e.actor.login === 'lilypad[bot]');
+    assert.equal(bot?.actor.type, 'Bot');
+    assert.deepEqual(events.find((e) => e.label?.name === 'bug')?.label, { name: 'bug', color: 'd73a4a' });
+    assert.deepEqual(events.find((e) => e.label?.name === 'triaged')?.label, { name: 'triaged', color: 'ededed' });
+
+    const page = await client.rest.issues.listEvents({ ...issue, per_page: 5 });
+    assert.equal(page.data.length, 5);
+    assert.match(page.headers.link ?? '', /rel="next"/);
+    assert.match(page.headers.link ?? '', /page=3[^>]*>; rel="last"/);
+    assert.deepEqual((await client.rest.issues.listEvents({ owner: 'initech', repo: 'tps', issue_number: 3 })).data.map((e) => e.event), ['closed', 'labeled']);
+
+    // A pull request's state changes are issue events too.
+    await client.rest.pulls.update({ owner: 'initech', repo: 'tps', pull_number: 4, state: 'closed' });
+    const prEvents = (await client.rest.issues.listEvents({ owner: 'initech', repo: 'tps', issue_number: 4 })).data as unknown as IssueEvent[];
+    assert.deepEqual(eventRows(prEvents), ['closed lilypad[bot]']);
+  });
+
+  test('issues/{n}/events: authorisation', async () => {
+    const printerOnly = tokenClient(await mint(initech, { repositoryNames: ['printer'] }));
+    await rejects(printerOnly.rest.issues.listEvents({ owner: 'initech', repo: 'tps', issue_number: 1 }), 404);
+    assert.deepEqual(
+      (await printerOnly.rest.issues.listEvents({ owner: 'initech', repo: 'printer', issue_number: 1 })).data.map((e) => e.event),
+      ['labeled'],
+    );
+    await rejects(printerOnly.rest.issues.listEvents({ owner: 'initech', repo: 'printer', issue_number: 99 }), 404);
+    const noIssues = tokenClient(await mint(initech, { permissions: { contents: 'read' } }));
+    const denied = await rejects(noIssues.rest.issues.listEvents({ owner: 'initech', repo: 'tps', issue_number: 1 }), 403);
+    assert.equal(errorBody(denied).message, 'Resource not accessible by integration');
+    assert.equal(denied.response?.headers['x-accepted-github-permissions'], 'issues=read; pull_requests=read');
+    const publicRepo = await tokenClient(await mint(initech)).rest.issues.listEvents({ owner: 'hooli', repo: 'open-source', issue_number: 1 });
+    assert.deepEqual(publicRepo.data.map((e) => [e.event, e.actor?.login]), [['labeled', 'gavin']]);
   });
 });

@@ -96,6 +96,7 @@ export async function startApp(opts: StartAppOptions): Promise<AppHarness> {
       LILYPAD_STATUS_INTERVAL_MS: '0',
       LILYPAD_MODEL_RETRY_BASE_MS: '5',
       LILYPAD_JOB_RETRY_DELAY_MS: '300',
+      LILYPAD_RECONCILE_SECONDS: '0',
       LILYPAD_WORKER_ID: prefix,
       LOG_LEVEL: 'info',
       ...opts.env,

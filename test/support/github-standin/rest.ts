@@ -8,7 +8,7 @@ import type { AuthInfo } from './auth.ts';
 import * as gitRepo from './git-repo.ts';
 import { DOCS_ROOT, isoNow, levelAllows, nodeId } from './state.ts';
 import type { CommentRec, InstallationRec, IssueRec, ReactionRec, RepoRec, StandinState, TokenRec, UserRec } from './state.ts';
-import type { AccessLevel, PermissionSet, ReactionContent, RoleName } from './types.ts';
+import type { AccessLevel, IssueSearchResult, PermissionSet, ReactionContent, RoleName } from './types.ts';
 
 export class ApiError extends Error {
   constructor(
@@ -71,6 +71,67 @@ const ROLE_TO_LEGACY: Record<RoleName | 'none', 'admin' | 'write' | 'read' | 'no
   none: 'none',
 };
 const MAX_BODY = 65536;
+
+/** One whitespace-separated term of a search query: a qualifier (`key:value[,value…]`) or free text. */
+interface SearchTerm {
+  negated: boolean;
+  /** Lower-cased qualifier name, or null for free text. */
+  key: string | null;
+  /** The qualifier's comma-separated values (any may match), quotes removed; [text] for free text. */
+  values: string[];
+}
+
+/** Splits on `sep` outside double quotes, dropping the quotes. */
+function splitOutsideQuotes(text: string, sep: (c: string) => boolean): string[] {
+  const out: string[] = [];
+  let cur = '';
+  let quoted = false;
+  let any = false;
+  for (const c of text) {
+    if (c === '"') {
+      quoted = !quoted;
+      any = true;
+    } else if (!quoted && sep(c)) {
+      if (any || cur !== '') out.push(cur);
+      cur = '';
+      any = false;
+    } else {
+      cur += c;
+      any = true;
+    }
+  }
+  if (any || cur !== '') out.push(cur);
+  return out;
+}
+
+/**
+ * Parses a GitHub search query: `key:value`, `key:"value with spaces"`, `key:a,b` (either), `-key:value`
+ * (negated) and free-text words or `"quoted phrases"`.
+ */
+function parseSearchQuery(q: string): SearchTerm[] {
+  const raw: string[] = [];
+  let cur = '';
+  let quoted = false;
+  for (const c of q) {
+    if (c === '"') quoted = !quoted;
+    if (!quoted && /\s/.test(c)) {
+      if (cur) raw.push(cur);
+      cur = '';
+    } else {
+      cur += c;
+    }
+  }
+  if (cur) raw.push(cur);
+  return raw.map((token) => {
+    const negated = token.length > 1 && token.startsWith('-');
+    const body = negated ? token.slice(1) : token;
+    const m = /^([A-Za-z][\w-]*):(.+)$/s.exec(body);
+    if (m && m[1] && m[2]) {
+      return { negated, key: m[1].toLowerCase(), values: splitOutsideQuotes(m[2], (c) => c === ',').filter((v) => v !== '') };
+    }
+    return { negated, key: null, values: [splitOutsideQuotes(body, () => false).join('')] };
+  });
+}
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -409,10 +470,7 @@ export class RestApi {
       const b = this.bodyRecord(req);
       if (typeof b.title === 'string') issue.title = b.title;
       if (typeof b.body === 'string' || b.body === null) issue.body = b.body;
-      if (Array.isArray(b.labels)) {
-        issue.labels = [];
-        for (const l of this.labelNames(req, b.labels)) s.addLabel(issue, l);
-      }
+      if (Array.isArray(b.labels)) s.setLabels(issue, this.labelNames(req, b.labels), this.actor(ctx));
       if (b.state !== undefined) {
         if (b.state !== 'open' && b.state !== 'closed') this.validation(req, [{ resource: 'Issue', code: 'invalid', field: 'state' }]);
         const reason = b.state_reason === 'not_planned' || b.state_reason === 'completed' || b.state_reason === 'reopened' ? b.state_reason : null;
@@ -466,8 +524,8 @@ export class RestApi {
       const raw = Array.isArray(req.body) ? req.body : isRecord(req.body) ? req.body.labels : undefined;
       if (!Array.isArray(raw)) this.fail(req, 422, 'Invalid request.\n\n"labels" wasn\'t supplied.');
       const names = this.labelNames(req, raw);
-      if (replace) issue.labels = [];
-      for (const l of names) s.addLabel(issue, l);
+      if (replace) s.setLabels(issue, names, this.actor(ctx));
+      else for (const l of names) s.addLabel(issue, l, this.actor(ctx));
       return { status: 200, json: issue.labels.map((l) => s.label(ctx.repo, l)) };
     };
     this.add('POST', '/repos/{owner}/{repo}/issues/{issue_number}/labels', 'installation', 'issues=write; pull_requests=write', 'issues/labels#add-labels-to-an-issue', setOrAdd(false));
@@ -476,8 +534,23 @@ export class RestApi {
       const ctx = this.repoCtx(req, p, true);
       const issue = this.issueOr404(req, ctx.repo, p.issue_number);
       this.need(req, ctx, this.conversationNeeds(issue, 'write'));
-      if (!s.removeLabel(issue, p.name ?? '')) this.fail(req, 404, 'Label does not exist');
+      if (!s.removeLabel(issue, p.name ?? '', this.actor(ctx))) this.fail(req, 404, 'Label does not exist');
       return { status: 200, json: issue.labels.map((l) => s.label(ctx.repo, l)) };
+    });
+
+    this.add('GET', '/repos/{owner}/{repo}/issues/{issue_number}/events', 'installation', 'issues=read; pull_requests=read', 'issues/events#list-issue-events', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      const issue = this.issueOr404(req, ctx.repo, p.issue_number);
+      this.need(req, ctx, this.conversationNeeds(issue, 'read'));
+      return this.list(req, issue.events.map((e) => s.issueEvent(issue, e)));
+    });
+
+    // ---- search
+    this.add('GET', '/search/issues', 'installation', 'issues=read; pull_requests=read', 'search/search#search-issues-and-pull-requests', (req) => {
+      const items = this.searchIssues(req);
+      const { page, headers } = this.paginate(req, items);
+      const json: IssueSearchResult = { total_count: items.length, incomplete_results: false, items: page.map((i) => ({ ...s.issue(i), score: 1 })) };
+      return { status: 200, json, headers };
     });
 
     // ---- pulls
@@ -750,6 +823,141 @@ export class RestApi {
       protection: { enabled: false, required_status_checks: { enforcement_level: 'off', contexts: [], checks: [] } },
       protection_url: `${s.apiUrl}/repos/${full}/branches/${branch}/protection`,
     };
+  }
+
+  /** Whether the caller may see the repository at all (scoped to its installation token, or public). */
+  private canSeeRepo(auth: AuthInfo, repo: RepoRec): boolean {
+    return !repo.private || (auth.kind === 'installation' && this.tokenCovers(auth.token, repo));
+  }
+
+  private tokenCovers(token: TokenRec, repo: RepoRec): boolean {
+    return repo.owner === token.installation.account && (token.repositoryIds === null || token.repositoryIds.includes(repo.id));
+  }
+
+  /** Whether search may return the issue: a public repository, or one the token covers with issues (or, for a PR, pull_requests) read. */
+  private canSearchIssue(auth: AuthInfo, issue: IssueRec): boolean {
+    const repo = issue.repo;
+    if (auth.kind === 'installation' && this.tokenCovers(auth.token, repo)) {
+      const perms = auth.token.permissions;
+      return levelAllows(perms.issues, 'read') || (issue.pull !== null && levelAllows(perms.pull_requests, 'read'));
+    }
+    return !repo.private;
+  }
+
+  /** GET /search/issues: the matching issues and pull requests the caller can see, in the requested order. */
+  private searchIssues(req: ApiRequest): IssueRec[] {
+    const s = this.state;
+    const q = req.query.get('q');
+    if (q === null || q.trim() === '') this.validation(req, [{ resource: 'Search', field: 'q', code: 'missing' }]);
+    const cannotSearch = (): never =>
+      this.validation(req, [
+        {
+          message: 'The listed users and repositories cannot be searched either because the resources do not exist or you do not have permission to view them.',
+          resource: 'Search',
+          field: 'q',
+          code: 'invalid',
+        },
+      ]);
+    const unsupported = (what: string): never =>
+      this.validation(req, [{ message: `The GitHub stand-in does not support the search qualifier ${what}`, resource: 'Search', field: 'q', code: 'invalid' }]);
+    const lower = (v: string): string => v.toLowerCase();
+
+    type IssueTest = (i: IssueRec) => boolean;
+    const filters: IssueTest[] = [];
+    /** repo:/org:/user: qualifiers: an issue must be in at least one of them (when there are any). */
+    const scopes: IssueTest[] = [];
+    for (const term of parseSearchQuery(q)) {
+      const values = term.values;
+      let test: IssueTest;
+      let scope = false;
+      switch (term.key) {
+        case null: {
+          const needle = lower(values[0] ?? '');
+          test = (i) => lower(`${i.title}\n${i.body ?? ''}`).includes(needle);
+          break;
+        }
+        case 'is':
+        case 'type':
+        case 'state': {
+          const allowed = term.key === 'is' ? ['issue', 'pr', 'pull-request', 'open', 'closed'] : term.key === 'type' ? ['issue', 'pr'] : ['open', 'closed'];
+          const tests = values.map((raw): IssueTest => {
+            const v = lower(raw);
+            if (!allowed.includes(v)) unsupported(`${term.key}:${raw}`);
+            if (v === 'issue') return (i) => i.pull === null;
+            if (v === 'pr' || v === 'pull-request') return (i) => i.pull !== null;
+            return (i) => i.state === v;
+          });
+          test = (i) => tests.some((t) => t(i));
+          break;
+        }
+        case 'label': {
+          const names = values.map(lower);
+          test = (i) => i.labels.some((l) => names.includes(lower(l.name)));
+          break;
+        }
+        case 'no': {
+          const tests = values.map((raw): IssueTest => {
+            const v = lower(raw);
+            if (v === 'label') return (i) => i.labels.length === 0;
+            if (v === 'assignee' || v === 'milestone') return () => true; // the stand-in has neither
+            return unsupported(`no:${raw}`);
+          });
+          test = (i) => tests.some((t) => t(i));
+          break;
+        }
+        case 'author': {
+          const logins = values.map((v) => lower(v.replace(/^app\/(.+)$/i, '$1[bot]')));
+          test = (i) => logins.includes(lower(i.user.login));
+          break;
+        }
+        case 'repo': {
+          const repos = values.map((v) => {
+            const [owner, name, extra] = v.split('/');
+            const repo = owner && name && extra === undefined ? s.findRepo(owner, name) : undefined;
+            if (!repo || !this.canSeeRepo(req.auth, repo)) cannotSearch();
+            return repo;
+          });
+          test = (i) => repos.includes(i.repo);
+          scope = true;
+          break;
+        }
+        case 'org':
+        case 'user': {
+          const owners = values.map((v) => {
+            const user = s.findUser(v);
+            if (!user) cannotSearch();
+            return user;
+          });
+          test = (i) => owners.includes(i.repo.owner);
+          scope = true;
+          break;
+        }
+        default:
+          return unsupported(`${term.key}:`);
+      }
+      if (term.negated) filters.push((i) => !test(i));
+      else (scope ? scopes : filters).push(test);
+    }
+
+    const items: IssueRec[] = [];
+    for (const repo of s.repos.values()) {
+      for (const issue of repo.issues.values()) {
+        if (!this.canSearchIssue(req.auth, issue)) continue;
+        if (scopes.length > 0 && !scopes.some((t) => t(issue))) continue;
+        if (filters.every((t) => t(issue))) items.push(issue);
+      }
+    }
+    // No relevance ranking: "best match" (the default) is newest first.
+    const sort = req.query.get('sort');
+    const order = sort !== null && req.query.get('order') === 'asc' ? 1 : -1;
+    const key = (i: IssueRec): string | number =>
+      sort === 'updated' ? i.updatedAt : sort === 'comments' ? i.comments.length : i.createdAt;
+    items.sort((a, b) => {
+      const ka = key(a);
+      const kb = key(b);
+      return order * (ka < kb ? -1 : ka > kb ? 1 : a.id - b.id);
+    });
+    return items;
   }
 
   private pullOr404(req: ApiRequest, repo: RepoRec, numberText: string | undefined): IssueRec {

@@ -28,6 +28,7 @@ import type {
   InjectedFailureHandle,
   Installation,
   Issue,
+  IssueEvent,
   IssuedToken,
   PermissionSet,
   Pull,
@@ -395,6 +396,11 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
       return issueOrThrow(owner, repo, number).reactions.map((r) => state.reaction(r));
     },
 
+    issueEvents(owner, repo, number): IssueEvent[] {
+      const issue = issueOrThrow(owner, repo, number);
+      return issue.events.map((e) => state.issueEvent(issue, e));
+    },
+
     tokens(): IssuedToken[] {
       return [...state.tokens.values()].map(tokenView);
     },
@@ -423,13 +429,17 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
 
     labelIssue(owner, repo, number, label, sender): WebhookPayload {
       const issue = issueOrThrow(owner, repo, number);
-      state.addLabel(issue, label);
+      state.addLabel(issue, label, state.ensureUser(sender));
       return payloads.issueLabeled(owner, repo, number, label, sender);
+    },
+
+    labelIssueSilently(owner, repo, number, label, sender): void {
+      standin.labelIssue(owner, repo, number, label, sender);
     },
 
     unlabelIssue(owner, repo, number, label, sender): WebhookPayload {
       const issue = issueOrThrow(owner, repo, number);
-      state.removeLabel(issue, label);
+      state.removeLabel(issue, label, state.ensureUser(sender));
       return payloads.issueUnlabeled(owner, repo, number, label, sender);
     },
 

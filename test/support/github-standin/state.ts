@@ -9,6 +9,8 @@ import type {
   Comment,
   Installation,
   Issue,
+  IssueEvent,
+  IssueEventType,
   Label,
   PermissionSet,
   Pull,
@@ -64,6 +66,16 @@ export interface PullRec {
   mergedAt: string | null;
 }
 
+/** One entry of an issue's event log (GET /repos/{o}/{r}/issues/{n}/events), oldest first. */
+export interface IssueEventRec {
+  id: number;
+  event: IssueEventType;
+  actor: UserRec;
+  createdAt: string;
+  /** The label as it was when the event happened (labeled / unlabeled only). */
+  label: { name: string; color: string } | null;
+}
+
 export interface IssueRec {
   id: number;
   number: number;
@@ -82,6 +94,7 @@ export interface IssueRec {
   reactions: ReactionRec[];
   pull: PullRec | null;
   viaApp: boolean;
+  events: IssueEventRec[];
 }
 
 export interface CommentRec {
@@ -159,7 +172,7 @@ export class StandinState {
   readonly botUser: UserRec;
   readonly appOwner: UserRec;
   readonly appCreatedAt = isoNow(new Date(Date.now() - 86_400_000));
-  private seq = { user: 100, installation: 1000, repo: 5000, issue: 20000, comment: 900000, label: 40000, reaction: 70000, pull: 300000 };
+  private seq = { user: 100, installation: 1000, repo: 5000, issue: 20000, comment: 900000, label: 40000, reaction: 70000, pull: 300000, event: 600000 };
 
   constructor(
     readonly origin: string,
@@ -292,7 +305,10 @@ export class StandinState {
       reactions: [],
       pull: fields.pull ? { ...fields.pull, id: ++this.seq.pull } : null,
       viaApp: fields.viaApp,
+      events: [],
     };
+    // Initial labels show up in the issue's event log as `labeled` by the author, as on GitHub.
+    for (const label of new Set(rec.labels)) this.recordEvent(rec, 'labeled', fields.user, label);
     repo.issues.set(rec.number, rec);
     return rec;
   }
@@ -337,17 +353,53 @@ export class StandinState {
     return { reaction, created: true };
   }
 
-  addLabel(issue: IssueRec, name: string): void {
+  /** Appends to the issue's event log. */
+  recordEvent(issue: IssueRec, event: IssueEventType, actor: UserRec, label?: LabelRec): IssueEventRec {
+    const rec: IssueEventRec = {
+      id: ++this.seq.event,
+      event,
+      actor,
+      createdAt: isoNow(),
+      label: label ? { name: label.name, color: label.color } : null,
+    };
+    issue.events.push(rec);
+    return rec;
+  }
+
+  /** Adds a label (recording a `labeled` event by `actor` when the issue did not have it yet). */
+  addLabel(issue: IssueRec, name: string, actor: UserRec): void {
     const label = this.ensureLabel(issue.repo, name);
-    if (!issue.labels.includes(label)) issue.labels.push(label);
+    if (!issue.labels.includes(label)) {
+      issue.labels.push(label);
+      this.recordEvent(issue, 'labeled', actor, label);
+    }
     issue.updatedAt = isoNow();
   }
 
-  removeLabel(issue: IssueRec, name: string): boolean {
-    const before = issue.labels.length;
-    issue.labels = issue.labels.filter((l) => l.name.toLowerCase() !== name.toLowerCase());
-    if (issue.labels.length !== before) issue.updatedAt = isoNow();
-    return issue.labels.length !== before;
+  /** Removes a label (recording an `unlabeled` event by `actor`); false if the issue did not have it. */
+  removeLabel(issue: IssueRec, name: string, actor: UserRec): boolean {
+    const removed = issue.labels.filter((l) => l.name.toLowerCase() === name.toLowerCase());
+    if (removed.length === 0) return false;
+    issue.labels = issue.labels.filter((l) => !removed.includes(l));
+    issue.updatedAt = isoNow();
+    for (const label of new Set(removed)) this.recordEvent(issue, 'unlabeled', actor, label);
+    return true;
+  }
+
+  /**
+   * Replaces the issue's labels with `names` (in that order), recording `unlabeled` for each label
+   * dropped and `labeled` for each label gained, by `actor`.
+   */
+  setLabels(issue: IssueRec, names: string[], actor: UserRec): void {
+    const before = new Set(issue.labels);
+    issue.labels = [];
+    for (const name of names) {
+      const label = this.ensureLabel(issue.repo, name);
+      if (!issue.labels.includes(label)) issue.labels.push(label);
+      issue.updatedAt = isoNow();
+    }
+    for (const label of before) if (!issue.labels.includes(label)) this.recordEvent(issue, 'unlabeled', actor, label);
+    for (const label of issue.labels) if (!before.has(label)) this.recordEvent(issue, 'labeled', actor, label);
   }
 
   setState(issue: IssueRec, state: 'open' | 'closed', by: UserRec, reason?: 'completed' | 'not_planned' | 'reopened' | null): void {
@@ -364,6 +416,7 @@ export class StandinState {
       issue.closedBy = null;
       issue.stateReason = reason ?? 'reopened';
     }
+    this.recordEvent(issue, state === 'closed' ? 'closed' : 'reopened', by);
   }
 
   // ---------------------------------------------------------------- urls
@@ -618,6 +671,23 @@ export class StandinState {
       issue.pull_request = { url: pullBase, html_url: html, diff_url: `${html}.diff`, patch_url: `${html}.patch`, merged_at: i.pull.mergedAt };
     }
     return issue;
+  }
+
+  issueEvent(i: IssueRec, e: IssueEventRec): IssueEvent {
+    const repo = i.repo;
+    const nodeType = { labeled: 'LabeledEvent', unlabeled: 'UnlabeledEvent', closed: 'ClosedEvent', reopened: 'ReopenedEvent' }[e.event];
+    return {
+      id: e.id,
+      node_id: nodeId(nodeType, e.id),
+      url: this.api(`/repos/${repo.owner.login}/${repo.name}/issues/events/${e.id}`),
+      actor: this.user(e.actor),
+      event: e.event,
+      commit_id: null,
+      commit_url: null,
+      created_at: e.createdAt,
+      ...(e.label ? { label: { ...e.label } } : {}),
+      performed_via_github_app: null,
+    };
   }
 
   comment(c: CommentRec): Comment {

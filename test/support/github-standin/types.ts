@@ -1,7 +1,7 @@
 /**
  * Public types of the GitHub Enterprise Server stand-in.
  *
- * The resource types (`User`, `Repo`, `Issue`, `Comment`, `Pull`, `Reaction`, `Installation`) are the
+ * The resource types (`User`, `Repo`, `Issue`, `IssueEvent`, `Comment`, `Pull`, `Reaction`, `Installation`) are the
  * JSON shapes the REST API returns (the fields Octokit, Probot and Lilypad read, plus the usual
  * `*_url` fields); the inspection helpers return fresh snapshots in the same shapes.
  */
@@ -176,6 +176,43 @@ export interface Issue {
   timeline_url: string;
   performed_via_github_app: App | null;
   state_reason: 'completed' | 'not_planned' | 'reopened' | null;
+}
+
+/** An issue as GET /search/issues returns it: the GET /repos/{o}/{r}/issues/{n} shape plus `score`. */
+export interface IssueSearchItem extends Issue {
+  /** Always 1 (the stand-in does not rank). */
+  score: number;
+}
+
+/** The body of GET /search/issues. */
+export interface IssueSearchResult {
+  total_count: number;
+  incomplete_results: false;
+  items: IssueSearchItem[];
+}
+
+/** The issue events the stand-in records (GitHub has many more kinds). */
+export type IssueEventType = 'labeled' | 'unlabeled' | 'closed' | 'reopened';
+
+/**
+ * GitHub's `issue-event-for-issue` shape, as GET /repos/{o}/{r}/issues/{n}/events returns it.
+ * Recorded whenever a label is added or removed or the state changes, through the REST API (actor: the
+ * app's bot user `<slug>[bot]` for an installation token) or through the state-changing helpers
+ * (actor: `sender`; for createIssue's initial labels, the author).
+ */
+export interface IssueEvent {
+  id: number;
+  node_id: string;
+  /** `${apiUrl}/repos/{owner}/{repo}/issues/events/{id}` */
+  url: string;
+  actor: User;
+  event: IssueEventType;
+  commit_id: null;
+  commit_url: null;
+  created_at: string;
+  /** Only on `labeled` / `unlabeled`: the label as it was at the time. */
+  label?: { name: string; color: string };
+  performed_via_github_app: null;
 }
 
 export interface Comment {
@@ -390,6 +427,8 @@ export interface GitHubStandin {
   pulls(owner: string, repo: string): Pull[];
   reactions(commentId: number): Reaction[];
   issueReactions(owner: string, repo: string, number: number): Reaction[];
+  /** The issue's event log (as GET /repos/{o}/{r}/issues/{n}/events returns it), oldest first. */
+  issueEvents(owner: string, repo: string, number: number): IssueEvent[];
   tokens(): IssuedToken[];
   /** Expires every token issued so far (or one) now, as if its hour had passed. */
   expireTokens(token?: string): void;
@@ -402,8 +441,17 @@ export interface GitHubStandin {
   /** Makes matching REST requests fail with `status` (recorded in `requests` like any other), `times` times. */
   failApiRequests(rule: InjectedFailure): InjectedFailureHandle;
 
+  /** Applies `label` as `sender` (recording a `labeled` issue event unless the issue had it) and returns the `issues.labeled` payload (not delivered: see sendWebhook). */
   labelIssue(owner: string, repo: string, number: number, label: string, sender: string): WebhookPayload;
+  /**
+   * Applies `label` as `sender` and records the `labeled` event exactly like labelIssue, but returns
+   * nothing: for simulating a label whose `issues.labeled` webhook GitHub never delivered (the change is
+   * only visible through the REST API: the issue, GET /search/issues, GET .../issues/{n}/events).
+   */
+  labelIssueSilently(owner: string, repo: string, number: number, label: string, sender: string): void;
+  /** Removes `label` as `sender` (recording an `unlabeled` issue event if the issue had it) and returns the `issues.unlabeled` payload. */
   unlabelIssue(owner: string, repo: string, number: number, label: string, sender: string): WebhookPayload;
+  /** Closes the issue as `sender` (recording a `closed` issue event if it was open) and returns the `issues.closed` payload. */
   closeIssue(owner: string, repo: string, number: number, sender: string): WebhookPayload;
   commentOnIssue(owner: string, repo: string, number: number, body: string, sender: string): WebhookPayload;
 

@@ -1,0 +1,95 @@
+import type { Queue } from 'bullmq';
+import type { Logger } from '../observability/logger.ts';
+import { eventJobId, runJobId, type EventJob, type RunJob } from '../queue/jobs.ts';
+import type { GitHubApp } from './app-auth.ts';
+import type { GitHubClient } from './client.ts';
+
+export const DEFAULT_TRIGGER_LABEL = 'lilypad';
+
+export interface ReconcileDeps {
+  github: GitHubApp;
+  runs: Queue<RunJob>;
+  events: Queue<EventJob>;
+  logger: Logger;
+}
+
+export interface ReconcileSummary {
+  installations: number;
+  checked: number;
+  enqueued: number;
+}
+
+interface SearchItem {
+  number: number;
+  repository_url: string;
+  pull_request?: unknown;
+}
+
+/**
+ * GitHub does not redeliver a webhook that failed (the app was down, a network blip): the label is
+ * on the issue but no job ever started. This finds open issues carrying the default trigger label
+ * that Lilypad has never answered, and feeds their last `labeled` event through the normal trigger
+ * path (permission checks included), keyed by that event's id so each is handled once.
+ * Repositories that configure another trigger label are not covered.
+ */
+export async function reconcileMissedTriggers(deps: ReconcileDeps): Promise<ReconcileSummary> {
+  const summary: ReconcileSummary = { installations: 0, checked: 0, enqueued: 0 };
+  const app = await deps.github.probot.auth();
+  const { slug } = await deps.github.appIdentity();
+  const botLogin = `${slug}[bot]`;
+  for (let page = 1; page <= 20; page++) {
+    const res = await app.request('GET /app/installations', { per_page: 100, page });
+    for (const inst of res.data) {
+      summary.installations++;
+      const account = inst.account as { login?: string; type?: string } | null;
+      if (!account?.login) continue;
+      const octokit = (await deps.github.installation(inst.id)) as unknown as GitHubClient;
+      const qualifier = account.type === 'Organization' ? 'org' : 'user';
+      const found = await octokit.request('GET /search/issues', {
+        q: `is:issue is:open label:"${DEFAULT_TRIGGER_LABEL}" ${qualifier}:${account.login}`,
+        per_page: 100,
+      });
+      for (const item of found.data.items as SearchItem[]) {
+        if (item.pull_request) continue;
+        summary.checked++;
+        const [owner, repo] = item.repository_url.split('/').slice(-2) as [string, string];
+        if (await enqueueIfMissed(deps, octokit, inst.id, owner, repo, item.number, botLogin)) summary.enqueued++;
+      }
+    }
+    if (res.data.length < 100) break;
+  }
+  if (summary.enqueued > 0) deps.logger.warn(summary, 'reconcile: started jobs for labels whose webhook never arrived');
+  return summary;
+}
+
+async function enqueueIfMissed(deps: ReconcileDeps, octokit: GitHubClient, installationId: number, owner: string, repo: string, issueNumber: number, botLogin: string): Promise<boolean> {
+  const repoId = Number((await octokit.request('GET /repos/{owner}/{repo}', { owner, repo })).data.id);
+  if (await deps.runs.getJob(runJobId(repoId, issueNumber))) return false;
+  const comments = (await octokit.request('GET /repos/{owner}/{repo}/issues/{issue_number}/comments', { owner, repo, issue_number: issueNumber, per_page: 100 })).data;
+  if (comments.some((c) => c.user?.login === botLogin)) return false; // answered before: not missed
+  const events = (await octokit.request('GET /repos/{owner}/{repo}/issues/{issue_number}/events', { owner, repo, issue_number: issueNumber, per_page: 100 })).data as Array<{
+    id: number;
+    event: string;
+    actor?: { login: string; type: string } | null;
+    label?: { name: string };
+  }>;
+  const labeled = events.filter((e) => e.event === 'labeled' && e.label?.name.toLowerCase() === DEFAULT_TRIGGER_LABEL && e.actor).at(-1);
+  if (!labeled?.actor) return false;
+  const deliveryId = `reconcile-${labeled.id}`;
+  const job: EventJob = {
+    installationId,
+    repoId,
+    owner,
+    repo,
+    issueNumber,
+    deliveryId,
+    kind: 'labeled',
+    label: labeled.label!.name,
+    sender: { login: labeled.actor.login, type: labeled.actor.type },
+    receivedAt: new Date().toISOString(),
+  };
+  const existing = await deps.events.getJob(eventJobId(deliveryId));
+  if (existing) return false;
+  await deps.events.add('labeled', job, { jobId: eventJobId(deliveryId), removeOnComplete: { age: 30 * 24 * 3600 } });
+  return true;
+}
