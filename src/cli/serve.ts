@@ -6,7 +6,7 @@ import { GitHubApp, githubEndpoints } from '../github/app-auth.ts';
 import { lilypadApp } from '../github/webhooks.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { EVENTS_QUEUE, type EventJob } from '../queue/jobs.ts';
-import { createRedis } from '../queue/redis.ts';
+import { checkRedis, createRedis } from '../queue/redis.ts';
 import { startWorker, type WorkerRuntime } from '../queue/worker.ts';
 import { createDockerClient } from '../sandbox/sandbox.ts';
 import { UsageError } from './usage-error.ts';
@@ -51,6 +51,18 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
   });
   const creds = credentials(env);
   const redisUrl = env.REDIS_URL ?? DEFAULT_REDIS;
+  if (creds) {
+    await checkRedis(redisUrl).catch((err: Error) => {
+      throw new UsageError(err.message);
+    });
+    if (role !== 'web') {
+      await createDockerClient()
+        .ping()
+        .catch((err: Error) => {
+          throw new UsageError(`cannot reach the Docker engine (${err.message}). A worker starts sandboxes through it: start it, or point DOCKER_HOST at it.`);
+        });
+    }
+  }
 
   if (!creds) {
     if (role === 'worker') {

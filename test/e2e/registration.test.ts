@@ -43,3 +43,25 @@ test('a worker without credentials stops with a message saying what to set', asy
   assert.equal(code, 2);
   assert.match(err, /APP_ID and PRIVATE_KEY .* are required for a worker/);
 });
+
+test('with credentials but no Redis, start stops at once and says what to do', async () => {
+  const { generateKeyPairSync } = await import('node:crypto');
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin/lilypad.js'), 'start'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env['PATH'] ?? '',
+      HOME: os.tmpdir(),
+      APP_ID: '1',
+      PRIVATE_KEY: privateKey.export({ type: 'pkcs1', format: 'pem' }).toString(),
+      WEBHOOK_SECRET: 'x',
+      REDIS_URL: 'redis://127.0.0.1:9',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  assert.equal(code, 2);
+  assert.match(err, /cannot reach Redis at redis:\/\/127\.0\.0\.1:9 \(connect ECONNREFUSED.*\)\. Start Redis, or point REDIS_URL at it\./);
+});
