@@ -206,6 +206,11 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
         duration_ms: Date.now() - toolStarted,
       };
       if (Object.keys(result.meta).length > 0) toolRecord.meta = result.meta;
+      if (result.meta.interrupted) {
+        const w = `a ${call.function.name} call killed or wedged Lilypad's toolbox in the sandbox; it was restarted and the call reported as interrupted`;
+        record.warnings.push(w);
+        warnings.add(w);
+      }
       if (result.meta.capped) {
         const w = `a Bash call asked for a timeout above the cap; it ran with ${budgets.bashTimeoutCapSeconds}s (LILYPAD_BASH_TIMEOUT_CAP_SECONDS)`;
         record.warnings.push(w);

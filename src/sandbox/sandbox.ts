@@ -7,6 +7,17 @@ import { CancelledError, SandboxError, reasonText } from './errors.ts';
 
 const TOOLBOX_SOURCE = readFileSync(new URL('./toolbox.py', import.meta.url), 'utf8');
 const TOOLBOX_BOOTSTRAP = 'import sys,json;exec(compile(json.loads(sys.stdin.buffer.readline()),"lilypad-toolbox","exec"))';
+// Started through a link named for Lilypad, so that an agent's `pkill python` or `pkill -f python`
+// does not take the toolbox down with the project's processes.
+const TOOLBOX_LAUNCH = [
+  '/bin/sh',
+  '-c',
+  'p=$(command -v python3) || { echo "python3 not found" >&2; exit 127; }; ' +
+    'if ln -sf "$p" /tmp/.lilypad-toolbox 2>/dev/null; then exec /tmp/.lilypad-toolbox -u -c "$0"; fi; exec "$p" -u -c "$0"',
+  TOOLBOX_BOOTSTRAP,
+];
+const FILE_TOOL_DEADLINE_MS = 120_000;
+const BASH_DEADLINE_MARGIN_MS = 30_000;
 
 export const LABEL_MANAGED = 'dev.lilypad.managed';
 export const LABEL_RUN = 'dev.lilypad.run';
@@ -30,7 +41,7 @@ export interface SandboxOptions {
 
 export interface ToolResult {
   observation: string;
-  meta: { capped?: boolean; timed_out?: boolean; timeout?: number; error?: boolean; unknown?: boolean };
+  meta: { capped?: boolean; timed_out?: boolean; timeout?: number; error?: boolean; unknown?: boolean; interrupted?: boolean };
   /** Seconds spent inside the container executing the tool. */
   elapsed: number;
 }
@@ -57,6 +68,9 @@ export function createDockerClient(): Docker {
  */
 export class Sandbox {
   private destroyed = false;
+  private toolboxPid = 0;
+  /** How often the toolbox had to be restarted during this run. */
+  recoveries = 0;
   private removal: Promise<void> | undefined;
   private channel: ToolboxChannel | undefined;
   private uid = 0;
@@ -76,7 +90,11 @@ export class Sandbox {
     if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
     const labels = { ...options.labels, [LABEL_MANAGED]: 'true', [LABEL_RUN]: options.runId, [LABEL_WORKER]: options.workerId };
     let container: Docker.Container;
+    let agentUser: string | undefined;
     try {
+      // The container's own init and sleep run as uid 0 (with no capabilities), the agent and the
+      // toolbox as the image's user: the agent cannot kill the container from inside.
+      agentUser = options.user ?? ((await docker.getImage(options.image).inspect()).Config?.User || undefined);
       container = await docker.createContainer({
         name: `lilypad-${options.runId}`,
         Image: options.image,
@@ -85,7 +103,7 @@ export class Sandbox {
         WorkingDir: '/',
         Env: [],
         Labels: labels,
-        ...(options.user ? { User: options.user } : {}),
+        User: '0:0',
         NetworkDisabled: false,
         HostConfig: {
           NetworkMode: options.network,
@@ -103,20 +121,12 @@ export class Sandbox {
     } catch (err) {
       throw describeDockerError(err, options.image);
     }
-    const sandbox = new Sandbox(docker, container, options);
+    const sandbox = new Sandbox(docker, container, { ...options, user: agentUser });
     const onAbort = () => void sandbox.destroy();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       await container.start();
-      sandbox.channel = await ToolboxChannel.open(docker, container, {
-        argv: ['python3', '-u', '-c', TOOLBOX_BOOTSTRAP],
-        env: [`LILYPAD_REPO_DIR=${options.workdir}`],
-        ...(options.user ? { user: options.user } : {}),
-      });
-      // The toolbox source travels as the first stdin line: no file to plant in the container,
-      // and the process list the model can see stays short.
-      sandbox.channel.send(JSON.stringify(TOOLBOX_SOURCE));
-      const hello = await sandbox.channel.request({ op: 'hello' }).catch((err: unknown) => {
+      const hello = await sandbox.openToolbox().catch((err: unknown) => {
         throw new SandboxError(
           `could not start Lilypad's toolbox in image ${options.image}: ${(err as Error).message}. ` +
             'The sandbox image needs python3 (3.6 or newer) on its PATH; build the default image with `npm run images`.',
@@ -132,6 +142,66 @@ export class Sandbox {
       throw err;
     } finally {
       signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Starts the toolbox process over one exec and returns its hello (uid, gid, pid). */
+  private async openToolbox(): Promise<Record<string, unknown>> {
+    this.channel = await ToolboxChannel.open(this.docker, this.container, {
+      argv: TOOLBOX_LAUNCH,
+      env: [`LILYPAD_REPO_DIR=${this.options.workdir}`],
+      user: this.options.user ?? '0:0',
+    });
+    // The toolbox source travels as the first stdin line: no file to plant in the container,
+    // and the process list the model can see stays short.
+    this.channel.send(JSON.stringify(TOOLBOX_SOURCE));
+    const hello = await this.channel.request({ op: 'hello' });
+    this.toolboxPid = Number(hello['pid']);
+    return hello;
+  }
+
+  /**
+   * The agent can kill the toolbox (`kill -9 -1`, a stray pkill) or wedge it (reading a pipe).
+   * While the container lives, that costs one tool call, not the run: start a new toolbox.
+   */
+  private async recover(): Promise<boolean> {
+    if (this.destroyed) return false;
+    const state = await this.container.inspect().then((i) => i.State.Running, () => false);
+    if (!state || this.destroyed) return false;
+    this.channel?.close();
+    try {
+      await this.openToolbox();
+      this.recoveries++;
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Times a toolbox request out on the host too: a wedged toolbox is killed and replaced. */
+  private async requestWithDeadline(payload: Record<string, unknown>, deadlineMs: number): Promise<Record<string, unknown> | 'timeout'> {
+    const channel = this.requireChannel();
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), deadlineMs)));
+    try {
+      const res = await Promise.race([channel.request(payload), deadline]);
+      if (res === 'timeout') {
+        await this.killToolbox();
+        channel.close();
+      }
+      return res;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async killToolbox(): Promise<void> {
+    if (!this.toolboxPid) return;
+    try {
+      const exec = await this.container.exec({ Cmd: ['kill', '-9', String(this.toolboxPid)], AttachStdout: false, AttachStderr: false, User: this.options.user ?? '0:0' });
+      await exec.start({ Detach: true });
+    } catch {
+      /* the container is gone: nothing to kill */
     }
   }
 
@@ -173,7 +243,21 @@ export class Sandbox {
 
   /** Runs one of the model's tool calls inside the container and returns its exact observation. */
   async tool(name: string, rawArguments: string, bashCapSeconds: number): Promise<ToolResult> {
-    const res = await this.requireChannel().request({ op: 'tool', name, arguments: rawArguments, bash_cap: bashCapSeconds });
+    const deadlineMs = name === 'Bash' ? bashCapSeconds * 1000 + BASH_DEADLINE_MARGIN_MS : FILE_TOOL_DEADLINE_MS;
+    let res: Record<string, unknown> | 'timeout';
+    try {
+      res = await this.requestWithDeadline({ op: 'tool', name, arguments: rawArguments, bash_cap: bashCapSeconds }, deadlineMs);
+    } catch (err) {
+      // The call killed the toolbox (e.g. `kill -9 -1`): report it like a killed command.
+      if (!(await this.recover())) throw err;
+      const observation = name === 'Bash' ? 'Exit code: -9\nSTDOUT:\n\nSTDERR:\n' : `OSError: the ${name} call was interrupted`;
+      return { observation, meta: { error: true, interrupted: true }, elapsed: 0 };
+    }
+    if (res === 'timeout') {
+      if (!(await this.recover())) throw new SandboxError(`a ${name} call did not return within ${Math.round(deadlineMs / 1000)} s and the sandbox could not be recovered`);
+      const observation = name === 'Bash' ? `Timed out after ${(deadlineMs / 1000).toFixed(1)}s\nSTDOUT:\n\nSTDERR:\n` : `TimeoutError: the ${name} call did not finish within ${deadlineMs / 1000} seconds`;
+      return { observation, meta: { error: true, interrupted: true }, elapsed: deadlineMs / 1000 };
+    }
     return {
       observation: String(res['observation']),
       meta: (res['meta'] ?? {}) as ToolResult['meta'],
@@ -183,14 +267,22 @@ export class Sandbox {
 
   /** Runs a command for Lilypad itself (tests, patch extraction); binary-safe, not shown to the model. */
   async exec(argv: string[], opts: { timeoutSeconds?: number; keepBytes?: number; cwd?: string; env?: Record<string, string> } = {}): Promise<ExecResult> {
-    const res = await this.requireChannel().request({
+    const payload = {
       op: 'exec',
       argv,
       timeout: opts.timeoutSeconds ?? 600,
       keep_bytes: opts.keepBytes ?? 1 << 20,
       ...(opts.cwd ? { cwd: opts.cwd } : {}),
       ...(opts.env ? { env: opts.env } : {}),
-    });
+    };
+    let res: Record<string, unknown>;
+    try {
+      res = await this.requireChannel().request(payload);
+    } catch (err) {
+      // A toolbox the agent killed is replaced once, so the patch and the tests can still be taken.
+      if (!(await this.recover())) throw err;
+      res = await this.requireChannel().request(payload);
+    }
     return {
       exitCode: typeof res['exit_code'] === 'number' ? res['exit_code'] : null,
       timedOut: res['timed_out'] === true,

@@ -98,9 +98,16 @@ def to_int(value):
 
 # ---------------------------------------------------------------- Read
 
+def require_regular(path):
+    # Devices, pipes and sockets would block the toolbox or never end (/dev/zero, a FIFO).
+    if os.path.exists(path) and not os.path.isdir(path) and not os.path.isfile(path):
+        raise ToolInputError("OSError: [Errno 22] Not a regular file: %r" % (path,))
+
+
 def tool_read(args):
     given = file_path_arg(args)
     path = resolve(given)
+    require_regular(path)
     with open(path, "rb") as fh:
         data = fh.read()
     lines = data.decode("utf-8", errors="replace").splitlines()
@@ -140,6 +147,7 @@ def tool_write(args):
     content = args.get("content")
     content = "" if content is None else content if isinstance(content, str) else json.dumps(content)
     path = resolve(given)
+    require_regular(path)
     data = content
     if os.path.isfile(path):
         try:
@@ -175,6 +183,7 @@ def tool_edit(args):
     replace_all = flag is True or (isinstance(flag, str) and flag.strip().lower() in TRUTHY)
 
     path = resolve(given)
+    require_regular(path)
     with open(path, "rb") as fh:
         raw = fh.read()
     # Refuse instead of rewriting undecodable bytes as U+FFFD (the reference's quirk).

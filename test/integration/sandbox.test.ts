@@ -137,3 +137,43 @@ describe('sandbox cleanup', () => {
     assert.equal(await survivors(runId), 0);
   });
 });
+
+describe('sandbox resilience', () => {
+  test('an agent that kills every process it can (kill -9 -1) costs one tool call, not the run', async () => {
+    const sb = await Sandbox.create(docker, opts(uniq('killall')));
+    try {
+      await sb.exec(['/bin/bash', '-c', 'echo keep > /testbed/work.txt']);
+      const killed = await sb.tool('Bash', JSON.stringify({ command: 'kill -9 -1' }), 60);
+      assert.equal(killed.observation, 'Exit code: -9\nSTDOUT:\n\nSTDERR:\n');
+      assert.equal(killed.meta.interrupted, true);
+      const after = await sb.tool('Read', JSON.stringify({ file_path: 'work.txt' }), 60);
+      assert.equal(after.observation, 'work.txt\n1. keep');
+      assert.equal(sb.recoveries, 1);
+    } finally {
+      await sb.destroy();
+    }
+  });
+
+  test('pkill python does not reach the toolbox', async () => {
+    const sb = await Sandbox.create(docker, opts(uniq('pkill')));
+    try {
+      // Spelled so that the command line of this very command does not match the pattern.
+      const res = await sb.tool('Bash', JSON.stringify({ command: 'p=pyth; pkill ${p}on; pkill -f ${p}on3; echo still-here' }), 60);
+      assert.match(res.observation, /still-here/);
+      assert.equal(sb.recoveries, 0);
+    } finally {
+      await sb.destroy();
+    }
+  });
+
+  test('devices and pipes are refused by Read instead of hanging the toolbox', async () => {
+    const sb = await Sandbox.create(docker, opts(uniq('fifo')));
+    try {
+      await sb.exec(['/bin/bash', '-c', 'mkfifo /testbed/pipe']);
+      assert.equal((await sb.tool('Read', JSON.stringify({ file_path: 'pipe' }), 60)).observation, "OSError: [Errno 22] Not a regular file: '/testbed/pipe'");
+      assert.equal((await sb.tool('Read', JSON.stringify({ file_path: '/dev/zero' }), 60)).observation, "OSError: [Errno 22] Not a regular file: '/dev/zero'");
+    } finally {
+      await sb.destroy();
+    }
+  });
+});
