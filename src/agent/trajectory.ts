@@ -42,13 +42,22 @@ export class JsonlTrajectory implements TrajectorySink {
     private readonly scanner: SecretScanner,
   ) {
     this.stream = createWriteStream(file, { flags: 'w' });
+    // A full disk must cost the trajectory, not crash the worker and every job on it.
+    this.stream.on('error', (err) => {
+      this.failed = err.message;
+    });
   }
 
+  /** Set when writing failed (e.g. ENOSPC); later records are dropped. */
+  failed: string | undefined;
+
   write(record: StepRecord): void {
+    if (this.failed) return;
     this.stream.write(`${JSON.stringify(this.scanner.redactDeep(record))}\n`);
   }
 
   close(): Promise<void> {
+    if (this.failed || this.stream.destroyed) return Promise.resolve();
     return new Promise((resolve) => this.stream.end(resolve));
   }
 }

@@ -47,4 +47,5 @@ try {
     process.stderr.write(`lilypad: ${(err as Error).stack ?? String(err)}\n`);
     process.exitCode = 1;
   }
+  if (['start', 'web', 'worker'].includes(process.argv[2] ?? '')) process.exit(process.exitCode);
 }

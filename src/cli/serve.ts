@@ -77,11 +77,17 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
   const github = new GitHubApp({ appId: creds!.appId, privateKey: creds!.privateKey, secret: creds!.secret, endpoints: githubEndpoints(env), log: logger });
   const stops: Array<() => Promise<void>> = [];
   let worker: WorkerRuntime | undefined;
-  if (role === 'start' || role === 'worker') {
-    worker = await startWorker({ env, redisUrl, github, docker: createDockerClient(), logger });
-    stops.push(() => worker!.close());
+  try {
+    if (role === 'start' || role === 'worker') {
+      worker = await startWorker({ env, redisUrl, github, docker: createDockerClient(), logger });
+      stops.push(() => worker!.close());
+    }
+    if (role === 'start' || role === 'web') stops.unshift(await startWeb(env, creds!, redisUrl, logger));
+  } catch (err) {
+    // Half a process (a worker without its webhook server) must not keep running.
+    for (const s of stops) await s().catch(() => undefined);
+    throw err;
   }
-  if (role === 'start' || role === 'web') stops.unshift(await startWeb(env, creds!, redisUrl, logger));
 
   await new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {

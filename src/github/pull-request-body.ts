@@ -1,4 +1,5 @@
 import type { TestOutcome } from '../pipeline/test-command.ts';
+import { whyUnfinished } from './status-comment.ts';
 
 export interface PullRequestBodyInput {
   issueNumber: number;
@@ -24,7 +25,7 @@ export function renderPullRequestBody(input: PullRequestBodyInput): string {
   const parts: string[] = [];
   if (input.incomplete) {
     parts.push(
-      `> [!WARNING]\n> **Incomplete.** The agent's budget ran out (\`${input.run.exitReason}\`) before it finished. This draft keeps the work done so far; it is not a finished fix.`,
+      `> [!WARNING]\n> **Incomplete.** The run stopped because ${whyUnfinished(input.run.exitReason)} before the agent finished. This draft keeps the work done so far; it is not a finished fix.`,
     );
   }
   parts.push(`### Summary\n\n${quoteUntrusted(input.summary) || '_The agent gave no summary._'}`);

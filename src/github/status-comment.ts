@@ -6,12 +6,19 @@ export type StatusState =
   | { state: 'queued'; position: number | null; note?: string }
   | { state: 'running'; step: number; phase?: string }
   | { state: 'testing'; which: 'before' | 'after' }
-  | { state: 'done'; prUrl: string; prNumber: number; incomplete: boolean; updated: boolean; exitReason: string }
+  | { state: 'done'; prUrl: string; prNumber: number; incomplete: boolean; updated: boolean; exitReason: string; draft?: boolean }
   | { state: 'no_change'; why: string }
   | { state: 'failed'; what: string; todo: string }
   | { state: 'cancelled'; by?: string | undefined; why?: string | undefined };
 
 export const STATUS_MARKER = '<!-- lilypad:status -->';
+
+/** Why a run stopped before the agent said it was done, in words. */
+export function whyUnfinished(exitReason: string): string {
+  if (exitReason === 'llm_query_error') return 'the model server failed (`llm_query_error`)';
+  if (exitReason === 'tool_error') return 'the sandbox failed (`tool_error`)';
+  return `the budget ran out (\`${exitReason}\`)`;
+}
 
 export function renderStatus(s: StatusState, triggeredBy?: string): string {
   const who = triggeredBy ? ` (requested by @${triggeredBy})` : '';
@@ -26,11 +33,13 @@ export function renderStatus(s: StatusState, triggeredBy?: string): string {
     case 'testing':
       text = `🧪 **Testing**${who}: running the test command ${s.which === 'before' ? 'on the untouched code' : 'on the change'}.`;
       break;
-    case 'done':
+    case 'done': {
+      const kind = s.draft === false ? 'pull request' : 'draft pull request';
       text = s.incomplete
-        ? `⚠️ **Done, incomplete**${who}: the budget ran out (${s.exitReason}) before the agent finished; the partial change is in draft pull request #${s.prNumber} (${s.prUrl}). It needs more work.`
-        : `✅ **Done**${who}: ${s.updated ? 'updated' : 'opened'} draft pull request #${s.prNumber} (${s.prUrl}) for human review.`;
+        ? `⚠️ **Done, incomplete**${who}: ${whyUnfinished(s.exitReason)} before the agent finished; the partial change is in ${kind} #${s.prNumber} (${s.prUrl}). It needs more work.`
+        : `✅ **Done**${who}: ${s.updated ? 'updated' : 'opened'} ${kind} #${s.prNumber} (${s.prUrl}) for human review.`;
       break;
+    }
     case 'no_change':
       text = `➖ **No change**${who}: ${s.why}`;
       break;

@@ -12,7 +12,7 @@ import { GitHubApp, type RepoToken } from '../github/app-auth.ts';
 import type { GitHubClient, IssueRef } from '../github/client.ts';
 import { loadRepoConfig } from '../github/repo-config-loader.ts';
 import { hasWriteAccess } from '../github/permissions.ts';
-import { renderPullRequestBody } from '../github/pull-request-body.ts';
+import { quoteUntrusted, renderPullRequestBody } from '../github/pull-request-body.ts';
 import { upsertPullRequest } from '../github/pull-request.ts';
 import type { StatusComments, StatusState } from '../github/status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -55,7 +55,16 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
   const ref: IssueRef = { owner: job.owner, repo: job.repo, issueNumber: job.issueNumber };
   const log = deps.logger.child({ runId, issue: `${job.owner}/${job.repo}#${job.issueNumber}` });
   const installation = await deps.github.installation(job.installationId);
-  const setStatus = (state: StatusState) => deps.status.set(installation as unknown as GitHubClient, ref, state, job.triggeredBy);
+  // Status edits are best effort and strictly ordered: a slow progress edit can never land after
+  // the final one, and a failed edit never fails (or re-runs) the job.
+  let statusChain: Promise<void> = Promise.resolve();
+  let progressPending = false;
+  const setStatus = (state: StatusState): Promise<void> => {
+    statusChain = statusChain
+      .then(() => deps.status.set(installation as unknown as GitHubClient, ref, state, job.triggeredBy))
+      .catch((err: unknown) => log.warn({ err: (err as Error).message, state: state.state }, 'status update failed'));
+    return statusChain;
+  };
   const cleanups: Array<() => Promise<unknown>> = [];
   const step = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
     if (signal.aborted) throw new CancelledError(reasonText(signal.reason));
@@ -105,6 +114,8 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
     const model = await step('model', () => client4model.resolveModel(deps.env.LILYPAD_MODEL, signal));
     const prepared = prepareIssue(issue.title, issue.body);
     const image = config.image ?? deps.env.LILYPAD_SANDBOX_IMAGE;
+    // The repository may ask for less than the administrator allows, never more.
+    const maxSteps = Math.min(config.max_steps, deps.env.LILYPAD_MAX_STEPS);
     const started = Date.now();
     let lastStatusAt = 0;
     const statusEveryMs = deps.env.LILYPAD_STATUS_INTERVAL_MS;
@@ -131,12 +142,12 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
       setup: config.setup,
       setupTimeoutSeconds: config.setup_timeout_minutes * 60,
       testCommand: config.test,
-      testTimeoutSeconds: config.test_timeout_minutes * 60,
+      testTimeoutSeconds: Math.min(config.test_timeout_minutes * 60, deps.env.LILYPAD_TEST_TIMEOUT_SECONDS),
       issue: prepared,
       model,
       client: client4model,
       budgets: {
-        maxSteps: config.max_steps,
+        maxSteps,
         maxContextTokens: deps.env.LILYPAD_MAX_CONTEXT_TOKENS,
         maxTokensPerTurn: deps.env.LILYPAD_MAX_TOKENS_PER_TURN,
         maxWallSeconds: Math.min(config.max_minutes * 60, deps.env.LILYPAD_MAX_WALL_SECONDS),
@@ -148,9 +159,9 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
       onProgress: (p) => {
         if (Date.now() - lastStatusAt < statusEveryMs) return;
         lastStatusAt = Date.now();
-        setStatus({ state: 'running', step: p.step, phase: `agent step ${p.step} of at most ${config.max_steps}` }).catch((err: unknown) =>
-          log.warn({ err: (err as Error).message }, 'status update failed'),
-        );
+        if (progressPending) return;
+        progressPending = true;
+        void setStatus({ state: 'running', step: p.step, phase: `agent step ${p.step} of at most ${maxSteps}` }).finally(() => (progressPending = false));
       },
     });
     const agent = session.agent;
@@ -163,7 +174,7 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
     if (patch.length === 0) {
       const why =
         agent.exitReason === 'agent'
-          ? `the agent finished without changing any file. Its last words: ${quoteLine(scanner.redact(agent.finalAnswer))}`
+          ? `the agent finished without changing any file. Its last words: ${quoteLine(quoteUntrusted(scanner.redact(agent.finalAnswer)))}`
           : `the run ended (\`${agent.exitReason}\`${agent.error ? `: ${agent.error}` : ''}) before the agent changed any file.`;
       await setStatus({ state: 'no_change', why });
       return { result: 'no_change', why };
@@ -231,7 +242,7 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
       reviewers: config.reviewers ?? [job.triggeredBy],
     });
     for (const w of pr.warnings) log.warn({ warning: w }, 'pull request');
-    await setStatus({ state: 'done', prUrl: pr.url, prNumber: pr.number, incomplete, updated: pr.updated, exitReason: agent.exitReason });
+    await setStatus({ state: 'done', prUrl: pr.url, prNumber: pr.number, incomplete, updated: pr.updated, exitReason: agent.exitReason, draft: config.draft });
     return { result: 'pull_request', number: pr.number, url: pr.url, updated: pr.updated, incomplete };
   } finally {
     // 8. Release everything, newest first, whatever happened.

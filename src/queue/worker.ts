@@ -90,11 +90,20 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
 
     const early = await cancelBus.pending(job.id!);
     if (early) {
-      await setStatus({ state: 'cancelled', by: early.by, why: early.why });
+      await setStatus({ state: 'cancelled', by: early.by, why: early.why }).catch(() => undefined);
       await cancelBus.clear(job.id!);
       return { result: 'cancelled' };
     }
     const runId = `${job.id}-${Date.now().toString(36)}`;
+    // Pub/sub can miss a message (a reconnect); the stored flag is checked every few seconds too.
+    const poll = setInterval(() => {
+      cancelBus
+        .pending(job.id!)
+        .then((req) => {
+          if (req && !signal.aborted) runs.cancelJob(job.id!, `cancel:${JSON.stringify(req)}`);
+        })
+        .catch(() => undefined);
+    }, 5000);
     try {
       const labels = { [LABEL_JOB]: job.id!, [LABEL_INSTANCE]: instance };
       const outcome = await runIssueJob(data, { env, github: opts.github, docker: opts.docker, redis, status, logger: log, workerId, labels }, signal, runId);
@@ -124,6 +133,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       }
       await setStatus({ state: 'failed', what: verdict.what, todo: verdict.todo }).catch((e: unknown) => log.error({ err: (e as Error).message }, 'status update failed'));
       throw new UnrecoverableError(verdict.what);
+    } finally {
+      clearInterval(poll);
     }
   }
 

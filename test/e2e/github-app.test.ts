@@ -245,7 +245,7 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     await statusSays('budget', n, /Done, incomplete/);
     const pr = prsFor('budget', n)[0]!;
     assert.match(pr.title, /^\[incomplete\]/);
-    assert.match(pr.body ?? '', /\*\*Incomplete\.\*\* The agent's budget ran out \(`max_turns`\)/);
+    assert.match(pr.body ?? '', /\*\*Incomplete\.\*\* The run stopped because the budget ran out \(`max_turns`\)/);
     assert.match(status('budget', n)!.body, /max_turns/);
     assert.equal(chatsFor('Runs out of steps').length, 2);
   });

@@ -41,7 +41,7 @@ test('the pull request body has summary, files, left-out files, tests, run, noti
 
 test('an incomplete run says so first; no test command says nothing was run', () => {
   const body = renderPullRequestBody({ ...base, incomplete: true, tests: null, run: { ...base.run, exitReason: 'max_turns' } });
-  assert.match(body, /^> \[!WARNING\]\n> \*\*Incomplete\.\*\* The agent's budget ran out \(`max_turns`\)/);
+  assert.match(body, /^> \[!WARNING\]\n> \*\*Incomplete\.\*\* The run stopped because the budget ran out \(`max_turns`\)/);
   assert.match(body, /No test command is configured/);
 });
 
