@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { SecretScanner } from '../observability/secrets.ts';
 import { statusOf, type GitHubClient, type IssueRef } from './client.ts';
 
 /** The states of the one status comment Lilypad keeps on an issue, edited in place. */
@@ -61,6 +62,8 @@ export class StatusComments {
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
+    /** Error texts end up in these comments: nothing secret-shaped may be published with them. */
+    private readonly scanner: SecretScanner = new SecretScanner(),
   ) {}
 
   private key(ref: IssueRef): string {
@@ -68,7 +71,7 @@ export class StatusComments {
   }
 
   async set(client: GitHubClient, ref: IssueRef, state: StatusState, triggeredBy?: string): Promise<void> {
-    const body = renderStatus(state, triggeredBy);
+    const body = this.scanner.redact(renderStatus(state, triggeredBy));
     const lockKey = `${this.key(ref)}:lock`;
     const token = Math.random().toString(36).slice(2);
     for (let i = 0; i < 100; i++) {

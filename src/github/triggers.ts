@@ -133,13 +133,14 @@ async function cancel(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, r
     }
     const by = byUser ? evt.sender.login : undefined;
     if (state !== 'active') {
-      try {
-        await job.remove();
+      const removed = await job.remove().then(
+        () => true,
+        () => false, // it became active meanwhile: cancel it where it runs
+      );
+      if (removed) {
         await deps.status.set(octokit, ref, { state: 'cancelled', by, why }, job.data.triggeredBy);
         await react(octokit, ref, evt);
         return `removed queued job ${jobId}`;
-      } catch {
-        /* it became active meanwhile: cancel it where it runs */
       }
     }
     await deps.cancelBus.request({ jobId, by, why });

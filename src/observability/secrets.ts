@@ -7,6 +7,7 @@ const TOKEN_PATTERNS: readonly RegExp[] = [
   /\bgithub_pat_[A-Za-z0-9_]{40,255}\b/g,
   /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g,
   /\bsk-[A-Za-z0-9_-]{32,}\b/g, // OpenAI-style API keys
+  /(?<=\b[a-z][a-z0-9+.-]*:\/\/)[^/\s:@]+:[^/\s@]+(?=@)/gi, // credentials inside a URL
 ];
 
 export const REDACTED = '[REDACTED]';

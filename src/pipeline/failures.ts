@@ -63,7 +63,7 @@ export function classifyFailure(err: unknown): FailureVerdict {
     };
   }
   if (err instanceof GitError) {
-    if (/Could not resolve host|Connection refused|timed out|early EOF|RPC failed|unable to access/i.test(err.message)) {
+    if (/Could not resolve host|Connection refused|timed out|early EOF|RPC failed|unable to access|cannot lock ref|Unable to create .*\.lock/i.test(err.message)) {
       return { kind: 'transient', what: `git could not reach GitHub: ${err.message}`, todo: 'Lilypad retries this by itself.' };
     }
     return { kind: 'final', what: `a git operation failed: ${err.message}`, todo: 'run Lilypad again; if it fails the same way, tell the Lilypad administrator.' };

@@ -115,8 +115,10 @@ export async function runSandboxSession(input: SandboxSessionInput): Promise<San
       }),
     );
     if (agent.exitReason === 'cancelled') return { agent, patch: null, tests };
+    // Nothing the agent started may keep changing files while the patch and the tests are taken.
+    await sandbox.reap().catch(() => 0);
     // After a tool_error the toolbox may be gone: keep the agent's result and report no patch.
-    const patch = await phase('patch', () => extractPatch(sandbox, patchBase)).catch((err: unknown) => {
+    const patch = await phase('patch', () => extractPatch(sandbox, input.baseCommit, patchBase)).catch((err: unknown) => {
       if (agent.exitReason === 'tool_error') return null;
       throw err;
     });

@@ -8,6 +8,7 @@ import { StatusComments } from '../github/status-comment.ts';
 import { reconcileMissedTriggers } from '../github/reconcile.ts';
 import { handleEvent } from '../github/triggers.ts';
 import type { Logger } from '../observability/logger.ts';
+import { SecretScanner } from '../observability/secrets.ts';
 import { classifyFailure } from '../pipeline/failures.ts';
 import { runIssueJob, type RunJobOutcome } from '../pipeline/run-job.ts';
 import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
@@ -45,7 +46,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const instance = `${workerId}-${process.pid}-${Date.now().toString(36)}`;
   const prefix = env.LILYPAD_QUEUE_PREFIX;
   const redis = createRedis(opts.redisUrl);
-  const status = new StatusComments(redis, prefix);
+  const status = new StatusComments(redis, prefix, new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, opts.github.opts.privateKey]));
   const cancelBus = new CancelBus(redis, prefix);
   const runsQueue = new Queue<RunJob>(RUNS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
   const eventsQueue = new Queue<EventJob>(EVENTS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
@@ -149,6 +150,18 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
     if (runs.cancelJob(req.jobId, `cancel:${JSON.stringify(req)}`)) logger.info({ job: req.jobId, by: req.by }, 'cancelling running job');
   });
   for (const w of [events, runs]) w.on('error', (err) => logger.error({ err: err.message }, 'worker error'));
+  // A job whose worker died too often is failed by BullMQ without running the processor again:
+  // its status comment would say "Running" forever.
+  runs.on('failed', (job, err) => {
+    if (!job || !/stalled/i.test(err.message)) return;
+    const data = job.data;
+    void opts.github
+      .installation(data.installationId)
+      .then((client) =>
+        status.set(client as unknown as GitHubClient, { owner: data.owner, repo: data.repo, issueNumber: data.issueNumber }, { state: 'failed', what: 'the workers running this job stopped unexpectedly several times.', todo: 'ask the Lilypad administrator to check the workers (memory, restarts), then run Lilypad again.' }, data.triggeredBy),
+      )
+      .catch((e: unknown) => logger.error({ err: (e as Error).message }, 'status update failed'));
+  });
   logger.info({ workerId, concurrency: env.LILYPAD_WORKER_CONCURRENCY }, 'worker started');
 
   let closing: Promise<void> | undefined;

@@ -293,6 +293,12 @@ export class Sandbox {
     };
   }
 
+  /** Kills every process the agent left running (the container's own init is spared). */
+  async reap(): Promise<number> {
+    const res = await this.requireChannel().request({ op: 'reap' });
+    return Number(res['killed'] ?? 0);
+  }
+
   /** Disconnects every network: from here on the container reaches nothing. */
   async cutNetwork(): Promise<void> {
     const info = await this.container.inspect();

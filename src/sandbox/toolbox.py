@@ -475,8 +475,35 @@ def op_exec(req):
     }
 
 
+INITIAL_PIDS = set()
+
+
+def list_pids():
+    return set(int(p) for p in os.listdir("/proc") if p.isdigit())
+
+
+def op_reap():
+    """Kills what the agent left running (servers, watchers) before the patch and the tests are taken."""
+    me = os.getpid()
+    killed = 0
+    for _ in range(5):
+        victims = [p for p in list_pids() if p != me and p not in INITIAL_PIDS]
+        if not victims:
+            break
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+        time.sleep(0.02)
+    return {"killed": killed}
+
+
 def handle(req):
     op = req.get("op")
+    if op == "reap":
+        return op_reap()
     if op == "tool":
         started = time.monotonic()
         text, meta = run_tool(req.get("name"), req.get("arguments", ""), req.get("bash_cap"))
@@ -484,6 +511,7 @@ def handle(req):
     if op == "exec":
         return op_exec(req)
     if op == "hello":
+        INITIAL_PIDS.update(p for p in list_pids() if p != os.getpid())
         return {
             "uid": os.getuid(),
             "gid": os.getgid(),

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { git } from './git.ts';
@@ -38,9 +38,16 @@ export async function updateMirror(dataDir: string, cloneUrl: string, authHeader
     const env = gitAuthEnv(authHeader);
     const exists = await stat(path.join(dir, 'HEAD')).then(() => true, () => false);
     if (!exists) {
+      // Clone beside the final place and rename, so a crash never leaves half a mirror behind.
       await mkdir(path.dirname(dir), { recursive: true });
-      await rm(dir, { recursive: true, force: true });
-      await git(['clone', '--mirror', '--quiet', cloneUrl, dir], { env });
+      const tmp = `${dir}.tmp-${process.pid}-${Date.now()}`;
+      try {
+        await git(['clone', '--mirror', '--quiet', cloneUrl, tmp], { env });
+        await rm(dir, { recursive: true, force: true });
+        await rename(tmp, dir);
+      } finally {
+        await rm(tmp, { recursive: true, force: true });
+      }
     } else {
       await git(['--git-dir', dir, 'remote', 'set-url', 'origin', cloneUrl]);
       await git(['--git-dir', dir, 'fetch', '--prune', '--quiet', 'origin'], { env });

@@ -16,20 +16,32 @@ export interface ExtractedPatch {
  * The patch as the reference takes it: the working tree against the base commit, new files
  * included, binary-safe (`git add -A`, `git diff --cached --binary <base>`, `git reset`). It
  * leaves the container as data; host git never runs inside the agent's .git.
+ *
+ * With `changedSince` (the commit recording what setup commands did), only the files the agent
+ * changed after it are included, still diffed against the base commit, so that the patch applies
+ * to the repository as it is on GitHub while setup output stays out.
  */
-export async function extractPatch(sandbox: Sandbox, baseCommit: string): Promise<ExtractedPatch> {
+export async function extractPatch(sandbox: Sandbox, baseCommit: string, changedSince?: string): Promise<ExtractedPatch> {
   const workdir = sandbox.options.workdir;
-  const add = await sandbox.exec([...GIT, 'add', '-A'], { cwd: workdir, timeoutSeconds: 300 });
+  const run = (args: string[], keepBytes?: number) => sandbox.exec(args, { cwd: workdir, timeoutSeconds: 300, ...(keepBytes ? { keepBytes } : {}) });
+  const add = await run([...GIT, 'add', '-A']);
   if (add.exitCode !== 0) throw new SandboxError(`git add -A failed in the sandbox: ${add.stderr.toString().trim()}`);
-  const diff = await sandbox.exec([...GIT, 'diff', '--cached', '--binary', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color', baseCommit], {
-    cwd: workdir,
-    timeoutSeconds: 300,
-    keepBytes: MAX_PATCH_BYTES,
-  });
-  const names = await sandbox.exec([...GIT, 'diff', '--cached', '--name-only', '-z', '--no-renames', baseCommit], { cwd: workdir, timeoutSeconds: 300 });
-  await sandbox.exec([...GIT, 'reset', '-q', '--mixed', 'HEAD'], { cwd: workdir, timeoutSeconds: 300 });
-  if (diff.exitCode !== 0) throw new SandboxError(`git diff failed in the sandbox: ${diff.stderr.toString().trim()}`);
-  if (diff.stdoutBytes > MAX_PATCH_BYTES) throw new SandboxError(`the patch is larger than ${MAX_PATCH_BYTES} bytes; refusing to publish it`);
-  const files = names.stdout.toString('utf8').split('\0').filter(Boolean);
-  return { diff: diff.stdout, files };
+  try {
+    let pathspec: string[] = [];
+    if (changedSince && changedSince !== baseCommit) {
+      const touched = await run([...GIT, 'diff', '--cached', '--name-only', '-z', '--no-renames', changedSince]);
+      pathspec = touched.stdout.toString('utf8').split('\0').filter(Boolean);
+      if (pathspec.length === 0) return { diff: Buffer.alloc(0), files: [] };
+      pathspec = ['--', ...pathspec];
+    }
+    const literal = pathspec.length > 0 ? ['--literal-pathspecs'] : [];
+    const diffArgs = ['--cached', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color'];
+    const diff = await run([...GIT, ...literal, 'diff', ...diffArgs, '--binary', baseCommit, ...pathspec], MAX_PATCH_BYTES);
+    if (diff.exitCode !== 0) throw new SandboxError(`git diff failed in the sandbox: ${diff.stderr.toString().trim()}`);
+    if (diff.stdoutBytes > MAX_PATCH_BYTES) throw new SandboxError(`the patch is larger than ${MAX_PATCH_BYTES} bytes; refusing to publish it`);
+    const names = await run([...GIT, ...literal, 'diff', ...diffArgs, '--name-only', '-z', baseCommit, ...pathspec]);
+    return { diff: diff.stdout, files: names.stdout.toString('utf8').split('\0').filter(Boolean) };
+  } finally {
+    await run([...GIT, 'reset', '-q', '--mixed', 'HEAD']);
+  }
 }

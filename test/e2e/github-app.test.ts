@@ -83,7 +83,8 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     app.gh.createRepo(OWNER, '.github', { files: { '.github/lilypad.yml': 'trigger_label: ai-fix\nlabels: [from-org]\n' } });
     app.gh.createRepo(OWNER, 'orgdefault', { files: CALC_REPO });
     app.gh.createRepo(OWNER, 'setup', {
-      files: { ...CALC_REPO, '.github/lilypad.yml': `${CONFIG}setup:\n  - ls /sys/class/net > net-during-setup.txt\n  - echo built > build-info.txt\n` },
+      // The last setup command also changes a file the agent will edit next to.
+      files: { ...CALC_REPO, '.github/lilypad.yml': `${CONFIG}setup:\n  - ls /sys/class/net > net-during-setup.txt\n  - echo built > build-info.txt\n  - printf '# built\\n' >> calc.py\n` },
     });
     for (const repo of ['calc', 'budget', 'badconf', 'orgdefault', 'setup']) app.gh.addCollaborator(OWNER, repo, 'alice', 'maintain');
   });
@@ -279,9 +280,10 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     assert.match(duringSetup!, /^net-during-setup\.txt\n1\. eth0\n2\. lo$/);
     assert.equal(duringAgent, 'Exit code: 0\nSTDOUT:\nlo\n\nSTDERR:\n');
     const pr = prsFor('setup', n)[0]!;
-    assert.match(pr.body ?? '', /- `calc.py` \(\+1 −1\)/);
     assert.doesNotMatch(pr.body ?? '', /build-info|net-during-setup/);
     assert.equal(app.gh.readFile(OWNER, 'setup', `lilypad/issue-${n}`, 'build-info.txt'), null);
+    // A file both setup and the agent changed is taken whole against the base, so it applies.
+    assert.equal(app.gh.readFile(OWNER, 'setup', `lilypad/issue-${n}`, 'calc.py'), 'def add(a, b):\n    return a + b\n# built\n');
   });
 
   test('closing the issue removes a queued job', async () => {

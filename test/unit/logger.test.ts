@@ -31,4 +31,6 @@ test('the secret scanner finds token shapes and exact values and names them with
   for (const h of hits) assert.ok(!h.includes('exact-secret-value') && !h.includes(GH.slice(4)));
   assert.equal(scanner.redact(`x github_pat_${'A'.repeat(60)} y`), 'x [REDACTED] y');
   assert.deepEqual(scanner.redactDeep({ a: [GH], b: 1 }), { a: ['[REDACTED]'], b: 1 });
+  assert.equal(scanner.redact('could not reach http://admin:hunter2@127.0.0.1:30000/v1'), 'could not reach http://[REDACTED]@127.0.0.1:30000/v1');
+  assert.equal(scanner.redact('see https://github.com/a/b and mailto:x@y.z'), 'see https://github.com/a/b and mailto:x@y.z');
 });
