@@ -21,6 +21,7 @@ export const envSchema = z.object({
   OPENAI_API_KEY: optionalText,
   LILYPAD_MODEL: optionalText,
   LILYPAD_SANDBOX_IMAGE: z.string().min(1).default('lilypad-sandbox:latest'),
+  LILYPAD_ALLOWED_IMAGES: z.string().default('*'),
   LILYPAD_SANDBOX_WORKDIR: z
     .string()
     .default('/testbed')

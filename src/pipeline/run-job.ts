@@ -114,6 +114,12 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
     const model = await step('model', () => client4model.resolveModel(deps.env.LILYPAD_MODEL, signal));
     const prepared = prepareIssue(issue.title, issue.body);
     const image = config.image ?? deps.env.LILYPAD_SANDBOX_IMAGE;
+    if (!imageAllowed(image, deps.env.LILYPAD_SANDBOX_IMAGE, deps.env.LILYPAD_ALLOWED_IMAGES)) {
+      throw new UserError(
+        `the sandbox image \`${image}\` named in \`.github/lilypad.yml\` is not allowed on this Lilypad installation.`,
+        `use the default image (remove \`image:\`) or one that matches LILYPAD_ALLOWED_IMAGES (${deps.env.LILYPAD_ALLOWED_IMAGES}); ask the administrator to allow another.`,
+      );
+    }
     // The repository may ask for less than the administrator allows, never more.
     const maxSteps = Math.min(config.max_steps, deps.env.LILYPAD_MAX_STEPS);
     const started = Date.now();
@@ -293,6 +299,16 @@ async function refuseSecrets(scanner: SecretScanner, patch: Buffer, texts: strin
       'look at the run on the worker (its trajectory is kept under LILYPAD_DATA_DIR/runs) and make sure no secret is in the repository or the issue, then run Lilypad again.',
     );
   }
+}
+
+/** The default image is always allowed; others must match one of the comma-separated patterns. */
+export function imageAllowed(image: string, defaultImage: string, patterns: string): boolean {
+  if (image === defaultImage) return true;
+  return patterns
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)
+    .some((p) => new RegExp(`^${p.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')}$`).test(image));
 }
 
 function quoteLine(text: string): string {

@@ -33,6 +33,7 @@ export interface WorkerRuntime {
 
 const SHUTDOWN = 'shutdown';
 const RECONCILE = 'reconcile';
+const LOST_LOCK = 'lost-lock';
 export const LABEL_JOB = 'dev.lilypad.job';
 export const LABEL_INSTANCE = 'dev.lilypad.instance';
 
@@ -112,6 +113,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       return outcome;
     } catch (err) {
       if (signal.aborted) {
+        if (signal.reason === LOST_LOCK) throw new Error('the job lock was lost; another worker owns the job now');
         if (signal.reason === SHUTDOWN) {
           // Hand the job back: another worker (or this one, restarted) picks it up from the start.
           log.warn('worker stopping: job handed back to the queue');
@@ -152,6 +154,11 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   for (const w of [events, runs]) w.on('error', (err) => logger.error({ err: err.message }, 'worker error'));
   // A job whose worker died too often is failed by BullMQ without running the processor again:
   // its status comment would say "Running" forever.
+  // Redis was unreachable long enough for the job's lock to lapse: another worker may take the job
+  // over, so stop this copy (its sandbox goes with it) instead of racing it.
+  runs.on('lockRenewalFailed', (jobIds: string[]) => {
+    for (const id of jobIds) if (runs.cancelJob(id, LOST_LOCK)) logger.error({ job: id }, 'lost the job lock; stopping this copy of the job');
+  });
   runs.on('failed', (job, err) => {
     if (!job || !/stalled/i.test(err.message)) return;
     const data = job.data;

@@ -45,3 +45,13 @@ test('failures map to one verdict each: retry, tell the issue, or cancelled', ()
   assert.equal(classifyFailure(Object.assign(new Error('Not Found'), { status: 404 })).kind, 'final');
   assert.equal(classifyFailure(Object.assign(new Error('x'), { code: 'ECONNRESET' })).kind, 'transient');
 });
+
+test('sandbox images: the default is always allowed, others must match LILYPAD_ALLOWED_IMAGES', async () => {
+  const { imageAllowed } = await import('../../src/pipeline/run-job.ts');
+  assert.ok(imageAllowed('lilypad-sandbox:latest', 'lilypad-sandbox:latest', ''));
+  assert.ok(imageAllowed('anything:1', 'd', '*'));
+  assert.ok(imageAllowed('lilypad-sandbox:py38', 'd', 'lilypad-sandbox:*, other'));
+  assert.ok(!imageAllowed('evil/image:latest', 'd', 'lilypad-sandbox:*'));
+  assert.ok(!imageAllowed('lilypad-sandbox:x', 'd', 'lilypad-sandbox'));
+  assert.ok(!imageAllowed('a.b', 'd', 'a?b'));
+});
