@@ -3,7 +3,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadEnv } from '../config/env.ts';
 import { createLogger } from '../observability/logger.ts';
-import { runLocal, type LocalRunResult } from '../pipeline/local-run.ts';
+import { newRunId, runLocal, type LocalRunResult } from '../pipeline/local-run.ts';
 import { createDockerClient } from '../sandbox/sandbox.ts';
 import { UsageError } from './usage-error.ts';
 
@@ -89,8 +89,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
-  const runStamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '');
-  const runId = `run-${runStamp}-${Math.random().toString(16).slice(2, 8)}`;
+  const runId = newRunId();
   const outDir = path.resolve(values.out ?? path.join(env.LILYPAD_DATA_DIR, 'runs', runId));
   const tty = process.stderr.isTTY;
   const say = (line: string) => process.stderr.write(tty ? `\r\x1b[K${line}` : `${line}\n`);

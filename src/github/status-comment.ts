@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { SecretScanner } from '../observability/secrets.ts';
+import { withRedisLock } from '../queue/redis-lock.ts';
 import { statusOf, type GitHubClient, type IssueRef } from './client.ts';
 
 /** The states of the one status comment Lilypad keeps on an issue, edited in place. */
@@ -72,13 +73,7 @@ export class StatusComments {
 
   async set(client: GitHubClient, ref: IssueRef, state: StatusState, triggeredBy?: string): Promise<void> {
     const body = this.scanner.redact(renderStatus(state, triggeredBy));
-    const lockKey = `${this.key(ref)}:lock`;
-    const token = Math.random().toString(36).slice(2);
-    for (let i = 0; i < 100; i++) {
-      if ((await this.redis.set(lockKey, token, 'PX', 15_000, 'NX')) === 'OK') break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    try {
+    await withRedisLock(this.redis, `${this.key(ref)}:lock`, { ttlMs: 15_000, waitMs: 5_000 }, async () => {
       let id = Number(await this.redis.get(this.key(ref))) || (await this.find(client, ref));
       if (id) {
         try {
@@ -97,9 +92,7 @@ export class StatusComments {
         body,
       });
       await this.redis.set(this.key(ref), String(res.data.id), 'EX', 60 * 60 * 24 * 90);
-    } finally {
-      if ((await this.redis.get(lockKey)) === token) await this.redis.del(lockKey);
-    }
+    });
   }
 
   private async find(client: GitHubClient, ref: IssueRef): Promise<number> {

@@ -4,6 +4,7 @@ import type { Env } from '../config/env.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { CancelBus } from '../queue/cancel-bus.ts';
 import { runJobId, type EventJob, type RunJob } from '../queue/jobs.ts';
+import { withRedisLock } from '../queue/redis-lock.ts';
 import type { GitHubApp } from './app-auth.ts';
 import type { GitHubClient, IssueRef } from './client.ts';
 import { hasWriteAccess } from './permissions.ts';
@@ -149,18 +150,8 @@ async function cancel(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, r
   });
 }
 
-async function withIssueLock<T>(deps: TriggerDeps, jobId: string, fn: () => Promise<T>): Promise<T> {
-  const key = `${deps.env.LILYPAD_QUEUE_PREFIX}:lock:${jobId}`;
-  const token = Math.random().toString(36).slice(2);
-  for (let i = 0; i < 200; i++) {
-    if ((await deps.redis.set(key, token, 'PX', 30_000, 'NX')) === 'OK') break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  try {
-    return await fn();
-  } finally {
-    if ((await deps.redis.get(key)) === token) await deps.redis.del(key);
-  }
+function withIssueLock<T>(deps: TriggerDeps, jobId: string, fn: () => Promise<T>): Promise<T> {
+  return withRedisLock(deps.redis, `${deps.env.LILYPAD_QUEUE_PREFIX}:lock:${jobId}`, { ttlMs: 30_000, waitMs: 10_000 }, fn);
 }
 
 async function comment(octokit: GitHubClient, ref: IssueRef, body: string): Promise<void> {

@@ -64,12 +64,17 @@ export interface LocalRunResult {
   out_dir: string;
 }
 
+/** A run id that sorts by time: run-20261130T012345-a1b2c3. */
+export function newRunId(): string {
+  return `run-${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '')}-${randomBytes(3).toString('hex')}`;
+}
+
 /**
  * `lilypad run`: one issue, one local repository, one sandbox. The same phases a GitHub job runs,
  * minus GitHub: clone -> sandbox -> tests before -> agent -> patch -> tests after -> files.
  */
 export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
-  const runId = opts.runId ?? `run-${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '')}-${randomBytes(3).toString('hex')}`;
+  const runId = opts.runId ?? newRunId();
   const scanner = new SecretScanner([opts.apiKey]);
   const durations: Record<string, number> = {};
   const warnings: string[] = [];

@@ -4,7 +4,7 @@ import type { ModelClient } from '../agent/model-client.ts';
 import type { TrajectorySink } from '../agent/trajectory.ts';
 import { CancelledError, reasonText } from '../sandbox/errors.ts';
 import { Sandbox } from '../sandbox/sandbox.ts';
-import { extractPatch, type ExtractedPatch } from '../workspace/patch.ts';
+import { commitSetupState, extractPatch, type ExtractedPatch } from '../workspace/patch.ts';
 import { runTestCommand, snapshotWorktree, type TestOutcome } from './test-command.ts';
 
 /** A setup command from the repository's configuration failed: the user's to fix, not retried. */
@@ -89,7 +89,7 @@ export async function runSandboxSession(input: SandboxSessionInput): Promise<San
           if (outcome.outcome !== 'passed') throw new SetupError(command, outcome);
         }
         await sandbox.cutNetwork();
-        return commitSetupChanges(sandbox, input.baseCommit);
+        return commitSetupState(sandbox, input.baseCommit);
       });
     }
     check();
@@ -133,18 +133,3 @@ export async function runSandboxSession(input: SandboxSessionInput): Promise<San
   }
 }
 
-/**
- * Files the setup commands created or changed (build output, lock files, egg-info) are not the
- * agent's work: record them in a commit of their own so that the patch is taken against it.
- */
-async function commitSetupChanges(sandbox: Sandbox, baseCommit: string): Promise<string> {
-  const git = ['git', '-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'user.name=Lilypad', '-c', 'user.email=lilypad@localhost'];
-  const cwd = sandbox.options.workdir;
-  const status = await sandbox.exec([...git, 'status', '--porcelain'], { cwd, timeoutSeconds: 300 });
-  if (status.exitCode !== 0 || status.stdout.length === 0) return baseCommit;
-  await sandbox.exec([...git, 'add', '-A'], { cwd, timeoutSeconds: 300 });
-  const commit = await sandbox.exec([...git, 'commit', '-q', '--no-verify', '-m', 'State after the setup commands'], { cwd, timeoutSeconds: 300 });
-  if (commit.exitCode !== 0) return baseCommit;
-  const head = await sandbox.exec([...git, 'rev-parse', 'HEAD'], { cwd, timeoutSeconds: 60 });
-  return head.stdout.toString().trim() || baseCommit;
-}

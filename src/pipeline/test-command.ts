@@ -1,4 +1,5 @@
 import type { Sandbox } from '../sandbox/sandbox.ts';
+import { SANDBOX_GIT } from '../workspace/patch.ts';
 
 export interface TestOutcome {
   command: string;
@@ -74,7 +75,7 @@ export function parseTestCounts(output: string): TestCounts | null {
  * reports) never end up in the patch. Files that were already changed or untracked stay as they are.
  */
 export async function snapshotWorktree(sandbox: Sandbox): Promise<() => Promise<void>> {
-  const list = ['git', '-c', 'core.fsmonitor=false', 'ls-files', '-z', '-m', '-d', '-o', '--exclude-standard'];
+  const list = [...SANDBOX_GIT, 'ls-files', '-z', '-m', '-d', '-o', '--exclude-standard'];
   const before = await sandbox.exec(list, { cwd: sandbox.options.workdir, timeoutSeconds: 120 });
   const known = new Set(before.stdout.toString('utf8').split('\0').filter(Boolean));
   return async () => {
@@ -82,7 +83,7 @@ export async function snapshotWorktree(sandbox: Sandbox): Promise<() => Promise<
     const changed = [...new Set(after.stdout.toString('utf8').split('\0').filter(Boolean))].filter((p) => !known.has(p));
     if (changed.length === 0) return;
     const script =
-      'for p in "$@"; do if git cat-file -e "HEAD:$p" 2>/dev/null; then git checkout -q HEAD -- "$p"; else rm -rf -- "$p"; fi; done';
+      'for p in "$@"; do if git cat-file -e "HEAD:$p" 2>/dev/null; then git -c core.hooksPath=/dev/null checkout -q HEAD -- "$p"; else rm -rf -- "$p"; fi; done';
     await sandbox.exec(['/bin/bash', '-c', script, 'restore', ...changed], { cwd: sandbox.options.workdir, timeoutSeconds: 120 });
   };
 }
