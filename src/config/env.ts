@@ -21,7 +21,9 @@ export const envSchema = z.object({
   OPENAI_API_KEY: optionalText,
   LILYPAD_MODEL: optionalText,
   LILYPAD_SANDBOX_IMAGE: z.string().min(1).default('lilypad-sandbox:latest'),
-  LILYPAD_ALLOWED_IMAGES: z.string().default('*'),
+  // Empty: only LILYPAD_SANDBOX_IMAGE. Otherwise comma-separated picomatch globs (see README).
+  LILYPAD_ALLOWED_IMAGES: z.string().default(''),
+  LILYPAD_ALLOW_ROOT_IMAGES: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   LILYPAD_SANDBOX_WORKDIR: z
     .string()
     .default('/testbed')
@@ -30,6 +32,12 @@ export const envSchema = z.object({
   LILYPAD_SANDBOX_MEMORY_MB: positiveInt(4096),
   LILYPAD_SANDBOX_CPUS: positiveNumber(2),
   LILYPAD_SANDBOX_PIDS: positiveInt(1024),
+  LILYPAD_SANDBOX_DISK_MB: positiveInt(10240),
+  LILYPAD_TOOLBOX_MAX_LINE_MB: positiveInt(64),
+  LILYPAD_SETUP_EGRESS: z.string().default('registries'),
+  LILYPAD_SETUP_EGRESS_PRIVATE: z.string().default(''),
+  LILYPAD_EGRESS_IMAGE: z.string().min(1).default('lilypad-egress:latest'),
+  LILYPAD_SETUP_TIMEOUT_SECONDS: positiveInt(1800),
   DOCKER_HOST: optionalText,
   LILYPAD_DATA_DIR: optionalText.transform((v) => v ?? path.join(os.homedir(), '.lilypad')),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -39,9 +47,11 @@ export const envSchema = z.object({
   LILYPAD_MAX_WALL_SECONDS: positiveInt(3600),
   LILYPAD_BASH_TIMEOUT_CAP_SECONDS: positiveNumber(1800),
   LILYPAD_TEST_TIMEOUT_SECONDS: positiveInt(1800),
+  LILYPAD_JOB_MAX_MINUTES: positiveInt(240),
   LILYPAD_MODEL_TIMEOUT_SECONDS: positiveInt(600),
   LILYPAD_MODEL_RETRIES: z.coerce.number().int().min(0).max(10).default(4),
   LILYPAD_MODEL_RETRY_BASE_MS: positiveInt(1000),
+  LILYPAD_MODEL_MAX_RESPONSE_MB: positiveInt(16),
   LILYPAD_STATUS_INTERVAL_MS: z.coerce.number().int().min(0).default(20_000),
   REDIS_URL: optionalText.refine((v) => v === undefined || /^rediss?:\/\//.test(v), 'must be a redis:// or rediss:// URL'),
 

@@ -32,8 +32,11 @@ export interface SandboxOptions {
   memoryMb: number;
   cpus: number;
   pids: number;
-  /** 'none' for the agent phase; 'bridge' only while setup commands run, then cutNetwork(). */
-  network: 'none' | 'bridge';
+  /**
+   * Docker network name: 'none' for the agent phase; a per-run internal network with the egress
+   * proxy only while setup commands run, then cutNetwork().
+   */
+  network: string;
   runId: string;
   workerId: string;
   labels?: Record<string, string>;
