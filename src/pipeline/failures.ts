@@ -1,7 +1,8 @@
 import { UnrecoverableError } from 'bullmq';
 import { ModelError } from '../agent/model-client.ts';
 import { statusOf } from '../github/client.ts';
-import { CancelledError, SandboxError } from '../sandbox/errors.ts';
+import { SandboxDeadlineError } from '../sandbox/deadline.ts';
+import { CancelledError, SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError } from '../sandbox/errors.ts';
 import { GitError } from '../workspace/git.ts';
 import { SetupError } from './sandbox-session.ts';
 
@@ -42,10 +43,24 @@ export function classifyFailure(err: unknown): FailureVerdict {
       todo: 'ask the Lilypad administrator to check the model server (`lilypad doctor`), then run Lilypad again.',
     };
   }
+  if (err instanceof SandboxImageError) {
+    return {
+      kind: 'final',
+      what: `the sandbox could not start: ${err.message}`,
+      todo: 'set `image` in `.github/lilypad.yml` to an image with bash and python3, an unprivileged USER, that the workers have, or ask the administrator to build it.',
+    };
+  }
+  if (err instanceof SandboxLimitError) {
+    return { kind: 'final', what: err.message, todo: 'make the task fit the sandbox limits (or ask the Lilypad administrator to raise them), then run Lilypad again.' };
+  }
+  if (err instanceof SandboxBoundaryError || err instanceof SandboxDeadlineError) {
+    return {
+      kind: 'final',
+      what: `the run was stopped: ${err.message}`,
+      todo: 'check what the repository\'s setup or test commands (or the agent) do to processes they did not start; the trajectory on the worker shows the agent\'s commands. Then run Lilypad again.',
+    };
+  }
   if (err instanceof SandboxError) {
-    if (/not present on the Docker engine|needs python3/.test(err.message)) {
-      return { kind: 'final', what: `the sandbox could not start: ${err.message}`, todo: 'set `image` in `.github/lilypad.yml` to an image with bash and python3 that the workers have, or ask the administrator to build it.' };
-    }
     return { kind: 'transient', what: `the sandbox failed: ${err.message}`, todo: 'Lilypad retries this by itself; if it keeps failing, ask the administrator to check the Docker engine.' };
   }
   const status = statusOf(err);

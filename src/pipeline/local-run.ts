@@ -23,6 +23,9 @@ export interface LocalRunOptions {
   image: string;
   workdir: string;
   sandboxUser?: string | undefined;
+  allowRootImage?: boolean | undefined;
+  diskMb?: number | undefined;
+  maxLineBytes?: number | undefined;
   memoryMb: number;
   cpus: number;
   pids: number;
@@ -135,10 +138,21 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
       docker: opts.docker,
       checkoutDir: checkout.dir,
       baseCommit: checkout.baseCommit,
-      sandbox: { image: opts.image, workdir: opts.workdir, user: opts.sandboxUser, memoryMb: opts.memoryMb, cpus: opts.cpus, pids: opts.pids },
+      sandbox: {
+        image: opts.image,
+        workdir: opts.workdir,
+        user: opts.sandboxUser,
+        allowRootImage: opts.allowRootImage,
+        memoryMb: opts.memoryMb,
+        cpus: opts.cpus,
+        pids: opts.pids,
+        diskMb: opts.diskMb,
+        maxLineBytes: opts.maxLineBytes,
+      },
       runId,
       workerId: os.hostname(),
       setup: [],
+      setupNetwork: null,
       setupTimeoutSeconds: opts.testTimeoutSeconds,
       testCommand: opts.testCommand,
       testTimeoutSeconds: opts.testTimeoutSeconds,

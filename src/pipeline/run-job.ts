@@ -22,7 +22,7 @@ import { CancelledError, reasonText } from '../sandbox/errors.ts';
 import { checkoutFromMirror, updateMirror, type Checkout } from '../workspace/mirror.ts';
 import { prepareChange, pushBranch, type PreparedChange } from '../workspace/publish.ts';
 import { UserError } from './failures.ts';
-import { runSandboxSession, type SandboxSessionResult } from './sandbox-session.ts';
+import { runSandboxSession, type SandboxSessionResult, type SetupNetworkProvider } from './sandbox-session.ts';
 
 export interface RunJobDeps {
   env: Env;
@@ -32,6 +32,8 @@ export interface RunJobDeps {
   status: StatusComments;
   logger: Logger;
   workerId: string;
+  /** Where setup commands may connect (the egress proxy); null: no network for setup. */
+  setupNetwork: SetupNetworkProvider | null;
   /** Extra container labels (job id, worker instance) so that orphans can be swept. */
   labels: Record<string, string>;
 }
@@ -138,15 +140,19 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
         image,
         workdir: deps.env.LILYPAD_SANDBOX_WORKDIR,
         user: deps.env.LILYPAD_SANDBOX_USER,
+        allowRootImage: deps.env.LILYPAD_ALLOW_ROOT_IMAGES,
         memoryMb: deps.env.LILYPAD_SANDBOX_MEMORY_MB,
         cpus: deps.env.LILYPAD_SANDBOX_CPUS,
         pids: deps.env.LILYPAD_SANDBOX_PIDS,
+        diskMb: deps.env.LILYPAD_SANDBOX_DISK_MB,
+        maxLineBytes: deps.env.LILYPAD_TOOLBOX_MAX_LINE_MB * 1024 * 1024,
       },
       runId,
       workerId: deps.workerId,
       labels: { ...deps.labels, 'dev.lilypad.issue': `${job.owner}/${job.repo}#${job.issueNumber}` },
       setup: config.setup,
-      setupTimeoutSeconds: config.setup_timeout_minutes * 60,
+      setupNetwork: deps.setupNetwork,
+      setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, deps.env.LILYPAD_SETUP_TIMEOUT_SECONDS),
       testCommand: config.test,
       testTimeoutSeconds: Math.min(config.test_timeout_minutes * 60, deps.env.LILYPAD_TEST_TIMEOUT_SECONDS),
       issue: prepared,

@@ -18,16 +18,40 @@ export class SetupError extends Error {
   }
 }
 
+/** The network setup commands run on: a per-run internal network whose only way out is a proxy. */
+export interface SetupNetwork {
+  name: string;
+  /** Proxy settings for the setup commands (HTTP_PROXY and the tools that ignore it). */
+  env: Record<string, string>;
+  dispose(): Promise<void>;
+}
+
+export interface SetupNetworkProvider {
+  open(runId: string, labels: Record<string, string>): Promise<SetupNetwork>;
+}
+
 export interface SandboxSessionInput {
   docker: Docker;
   checkoutDir: string;
   baseCommit: string;
-  sandbox: { image: string; workdir: string; user?: string | undefined; memoryMb: number; cpus: number; pids: number };
+  sandbox: {
+    image: string;
+    workdir: string;
+    user?: string | undefined;
+    allowRootImage?: boolean | undefined;
+    memoryMb: number;
+    cpus: number;
+    pids: number;
+    diskMb?: number | undefined;
+    maxLineBytes?: number | undefined;
+  };
   runId: string;
   workerId: string;
   labels?: Record<string, string>;
-  /** Commands run with network before the agent; the network is cut right after them. */
+  /** Commands run with (proxied) network before the agent; the network is cut right after them. */
   setup: string[];
+  /** Where setup may connect; null: setup runs without any network. */
+  setupNetwork: SetupNetworkProvider | null;
   setupTimeoutSeconds: number;
   testCommand?: string | undefined;
   testTimeoutSeconds: number;
@@ -49,87 +73,115 @@ export interface SandboxSessionResult {
 }
 
 /**
- * The part of every run that happens in the container: copy in, setup with network, cut the
- * network, tests on the untouched code, the agent, the patch (as data), tests on the change.
- * The container is removed whatever happens, including on abort.
+ * The part of every run that happens in the container: copy in, setup through the egress proxy,
+ * cut the network, tests on the untouched code, the agent, the patch (as data), tests on the
+ * change. Every step whose result the host believes starts with takeOver(): no process the
+ * repository or the agent started is alive, and the toolbox is fresh. The container (and the
+ * setup network) are removed whatever happens, including on abort.
  */
 export async function runSandboxSession(input: SandboxSessionInput): Promise<SandboxSessionResult> {
   const { phase, signal } = input;
-  const sandbox = await phase('sandbox', async () => {
-    const sb = await Sandbox.create(
-      input.docker,
-      {
-        ...input.sandbox,
-        network: input.setup.length > 0 ? 'bridge' : 'none',
-        runId: input.runId,
-        workerId: input.workerId,
-        ...(input.labels ? { labels: input.labels } : {}),
-      },
-      signal,
-    );
-    try {
-      await sb.copyIn(input.checkoutDir);
-    } catch (err) {
-      await sb.destroy();
-      throw err;
-    }
-    return sb;
-  });
-  const stopWatching = sandbox.destroyOnAbort(signal);
-  const check = () => {
-    if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
-  };
+  const network = input.setup.length > 0 && input.setupNetwork ? await input.setupNetwork.open(input.runId, input.labels ?? {}) : null;
   try {
-    let patchBase = input.baseCommit;
-    if (input.setup.length > 0) {
-      patchBase = await phase('setup', async () => {
-        for (const command of input.setup) {
-          check();
-          const outcome = await runTestCommand(sandbox, command, input.setupTimeoutSeconds);
-          if (outcome.outcome !== 'passed') throw new SetupError(command, outcome);
-        }
-        await sandbox.cutNetwork();
-        return commitSetupState(sandbox, input.baseCommit);
-      });
+    const sandbox = await phase('sandbox', () => createSandbox(input, network?.name ?? 'none'));
+    const stopWatching = sandbox.destroyOnAbort(signal);
+    try {
+      return await runPhases(input, sandbox, network);
+    } finally {
+      stopWatching();
+      await sandbox.destroy();
     }
-    check();
-    let tests: SandboxSessionResult['tests'] = null;
-    if (input.testCommand) {
-      const restore = await snapshotWorktree(sandbox);
-      const before = await phase('tests_before', () => runTestCommand(sandbox, input.testCommand!, input.testTimeoutSeconds));
-      tests = { before, after: null };
-      await restore();
-    }
-    check();
-    const agent = await phase('agent', () =>
-      runAgent({
-        title: input.issue.title,
-        body: input.issue.body,
-        model: input.model,
-        client: input.client,
-        tools: sandbox,
-        budgets: input.budgets,
-        trajectory: input.trajectory,
-        signal,
-        ...(input.onProgress ? { onProgress: input.onProgress } : {}),
-      }),
-    );
-    if (agent.exitReason === 'cancelled') return { agent, patch: null, tests };
-    // Nothing the agent started may keep changing files while the patch and the tests are taken.
-    await sandbox.reap().catch(() => 0);
-    // After a tool_error the toolbox may be gone: keep the agent's result and report no patch.
-    const patch = await phase('patch', () => extractPatch(sandbox, input.baseCommit, patchBase)).catch((err: unknown) => {
-      if (agent.exitReason === 'tool_error') return null;
-      throw err;
-    });
-    if (input.testCommand && tests && patch) {
-      check();
-      tests.after = await phase('tests_after', () => runTestCommand(sandbox, input.testCommand!, input.testTimeoutSeconds));
-    }
-    return { agent, patch, tests };
   } finally {
-    stopWatching();
-    await sandbox.destroy();
+    await network?.dispose();
   }
 }
 
+async function createSandbox(input: SandboxSessionInput, network: string): Promise<Sandbox> {
+  const sb = await Sandbox.create(
+    input.docker,
+    { ...input.sandbox, network, runId: input.runId, workerId: input.workerId, ...(input.labels ? { labels: input.labels } : {}) },
+    input.signal,
+  );
+  try {
+    await sb.copyIn(input.checkoutDir);
+  } catch (err) {
+    await sb.destroy();
+    throw err;
+  }
+  return sb;
+}
+
+async function runPhases(input: SandboxSessionInput, sandbox: Sandbox, network: SetupNetwork | null): Promise<SandboxSessionResult> {
+  const { phase, signal } = input;
+  const check = () => {
+    if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
+  };
+  let patchBase = input.baseCommit;
+  if (input.setup.length > 0) {
+    patchBase = await phase('setup', () => runSetup(input, sandbox, network));
+  }
+  check();
+  let tests: SandboxSessionResult['tests'] = null;
+  if (input.testCommand) {
+    const before = await phase('tests_before', () => testUntouched(sandbox, input.testCommand!, input.testTimeoutSeconds));
+    tests = { before, after: null };
+  }
+  check();
+  await sandbox.takeOver();
+  const agent = await phase('agent', () =>
+    runAgent({
+      title: input.issue.title,
+      body: input.issue.body,
+      model: input.model,
+      client: input.client,
+      tools: sandbox,
+      budgets: input.budgets,
+      trajectory: input.trajectory,
+      signal,
+      ...(input.onProgress ? { onProgress: input.onProgress } : {}),
+    }),
+  );
+  if (agent.exitReason === 'cancelled') return { agent, patch: null, tests };
+  // After a tool_error the sandbox may be gone: keep the agent's result and report no patch.
+  const patch = await phase('patch', () => takePatch(sandbox, input.baseCommit, patchBase)).catch((err: unknown) => {
+    if (agent.exitReason === 'tool_error') return null;
+    throw err;
+  });
+  if (input.testCommand && tests && patch) {
+    check();
+    tests.after = await phase('tests_after', () => runTestCommand(sandbox, input.testCommand!, input.testTimeoutSeconds));
+  }
+  return { agent, patch, tests };
+}
+
+/**
+ * Setup commands run through the egress proxy; then every process they left is killed, the network
+ * is cut, and what they changed is committed so that the patch holds only the agent's work.
+ */
+async function runSetup(input: SandboxSessionInput, sandbox: Sandbox, network: SetupNetwork | null): Promise<string> {
+  await sandbox.takeOver();
+  for (const command of input.setup) {
+    if (input.signal?.aborted) throw new CancelledError(reasonText(input.signal.reason));
+    const outcome = await runTestCommand(sandbox, command, input.setupTimeoutSeconds, { env: network?.env ?? {}, what: `the setup command \`${command}\`` });
+    if (outcome.outcome !== 'passed') throw new SetupError(command, outcome);
+  }
+  await sandbox.takeOver();
+  await sandbox.cutNetwork();
+  return commitSetupState(sandbox, input.baseCommit);
+}
+
+/** Tests on the untouched code; whatever they created or left running is undone before the agent. */
+async function testUntouched(sandbox: Sandbox, command: string, timeoutSeconds: number): Promise<TestOutcome> {
+  await sandbox.takeOver();
+  const restore = await snapshotWorktree(sandbox);
+  const outcome = await runTestCommand(sandbox, command, timeoutSeconds);
+  await sandbox.takeOver();
+  await restore();
+  return outcome;
+}
+
+/** The patch is read over a fresh toolbox, after every process the agent left has been killed. */
+async function takePatch(sandbox: Sandbox, baseCommit: string, patchBase: string): Promise<ExtractedPatch> {
+  await sandbox.takeOver();
+  return extractPatch(sandbox, baseCommit, patchBase);
+}

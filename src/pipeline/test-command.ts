@@ -1,3 +1,4 @@
+import { SandboxError } from '../sandbox/errors.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import { SANDBOX_GIT } from '../workspace/patch.ts';
 
@@ -23,7 +24,12 @@ const TAIL_BYTES = 16 * 1024;
 let runCounter = 0;
 
 /** Runs the repository's test command in the sandbox (never shown to the model). */
-export async function runTestCommand(sandbox: Sandbox, command: string, timeoutSeconds: number): Promise<TestOutcome> {
+export async function runTestCommand(
+  sandbox: Sandbox,
+  command: string,
+  timeoutSeconds: number,
+  opts: { env?: Record<string, string>; what?: string } = {},
+): Promise<TestOutcome> {
   const started = Date.now();
   try {
     // A tail is what matters for test output: run through a wrapper that keeps only the end.
@@ -34,7 +40,8 @@ export async function runTestCommand(sandbox: Sandbox, command: string, timeoutS
       // Python checks cached bytecode by source mtime (whole seconds) and size: an edit within the
       // same second that keeps the size would run stale code. A fresh cache per run rules that out
       // and keeps __pycache__ out of the working tree.
-      env: { PYTHONPYCACHEPREFIX: `/tmp/lilypad-pycache-${process.pid}-${++runCounter}` },
+      env: { ...opts.env, PYTHONPYCACHEPREFIX: `/tmp/lilypad-pycache-${process.pid}-${++runCounter}` },
+      what: opts.what ?? 'the test command',
     });
     const output = res.stdout.toString('utf8');
     return {
@@ -46,6 +53,8 @@ export async function runTestCommand(sandbox: Sandbox, command: string, timeoutS
       outputTail: output,
     };
   } catch (err) {
+    // The sandbox is gone (a deadline, a killed toolbox, the disk cap): that ends the run, with why.
+    if (sandbox.failure || err instanceof SandboxError) throw err;
     return { command, outcome: 'error', exitCode: null, durationMs: Date.now() - started, counts: null, outputTail: (err as Error).message };
   }
 }

@@ -11,6 +11,7 @@ import type { Logger } from '../observability/logger.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import { classifyFailure } from '../pipeline/failures.ts';
 import { runIssueJob, type RunJobOutcome } from '../pipeline/run-job.ts';
+import type { SetupNetworkProvider } from '../pipeline/sandbox-session.ts';
 import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
 import { CancelBus, type CancelRequest } from './cancel-bus.ts';
 import { EVENTS_QUEUE, RUNS_QUEUE, eventJobSchema, runJobSchema, type EventJob, type RunJob } from './jobs.ts';
@@ -23,6 +24,8 @@ export interface WorkerOptions {
   docker: Docker;
   logger: Logger;
   workerId?: string;
+  /** Where setup commands may connect (the egress proxy); null or absent: no network for setup. */
+  setupNetwork?: SetupNetworkProvider | null;
 }
 
 export interface WorkerRuntime {
@@ -108,7 +111,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
     }, 5000);
     try {
       const labels = { [LABEL_JOB]: job.id!, [LABEL_INSTANCE]: instance };
-      const outcome = await runIssueJob(data, { env, github: opts.github, docker: opts.docker, redis, status, logger: log, workerId, labels }, signal, runId);
+      const outcome = await runIssueJob(data, { env, github: opts.github, docker: opts.docker, redis, status, logger: log, workerId, labels, setupNetwork: opts.setupNetwork ?? null }, signal, runId);
       log.info({ outcome }, 'job finished');
       return outcome;
     } catch (err) {

@@ -6,6 +6,24 @@ export class SandboxError extends Error {
   }
 }
 
+/** The sandbox image cannot be used as it is (missing, no python3, runs as root): the user's to fix. */
+export class SandboxImageError extends SandboxError {
+  override name = 'SandboxImageError';
+}
+
+/** The sandbox outgrew a limit Lilypad enforces from outside (disk); the run ends, not retried. */
+export class SandboxLimitError extends SandboxError {
+  override name = 'SandboxLimitError';
+}
+
+/**
+ * Something inside the sandbox attacked Lilypad's side of the boundary (killed or stopped the
+ * toolbox during a host step, survived SIGKILL): the sandbox is removed and the run is not retried.
+ */
+export class SandboxBoundaryError extends SandboxError {
+  override name = 'SandboxBoundaryError';
+}
+
 /** The operation was stopped because its AbortSignal fired (cancel, Ctrl-C, shutdown). */
 export class CancelledError extends Error {
   override name = 'CancelledError';

@@ -3,10 +3,24 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import Docker from 'dockerode';
 import { ToolboxChannel } from './channel.ts';
-import { CancelledError, SandboxError, reasonText } from './errors.ts';
+
+import { CancelledError, SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError, reasonText } from './errors.ts';
+import { SandboxDeadlineError, withDeadline } from './deadline.ts';
+import { createHardenedContainer, resolveAgentUser } from './container-spec.ts';
+import { execOnce } from './exec-once.ts';
+import { execReplySchema, helloSchema, reaperReplySchema, toolReplySchema, type ToolMeta } from './protocol.ts';
 
 const TOOLBOX_SOURCE = readFileSync(new URL('./toolbox.py', import.meta.url), 'utf8');
-const TOOLBOX_BOOTSTRAP = 'import sys,json;exec(compile(json.loads(sys.stdin.buffer.readline()),"lilypad-toolbox","exec"))';
+const REAPER_SOURCE = readFileSync(new URL('./reaper.py', import.meta.url), 'utf8');
+// The first statement makes the process non-dumpable, before it reads a byte from the host.
+const TOOLBOX_BOOTSTRAP = [
+  'import sys,json',
+  'try:',
+  ' import ctypes;ctypes.CDLL(None).prctl(4,0,0,0,0)',
+  'except Exception:',
+  ' pass',
+  'exec(compile(json.loads(sys.stdin.buffer.readline()),"lilypad-toolbox","exec"))',
+].join('\n');
 // Started through a link named for Lilypad, so that an agent's `pkill python` or `pkill -f python`
 // does not take the toolbox down with the project's processes.
 const TOOLBOX_LAUNCH = [
@@ -17,7 +31,12 @@ const TOOLBOX_LAUNCH = [
   TOOLBOX_BOOTSTRAP,
 ];
 const FILE_TOOL_DEADLINE_MS = 120_000;
-const BASH_DEADLINE_MARGIN_MS = 30_000;
+const DEFAULT_MARGIN_MS = 30_000;
+const CONTROL_DEADLINE_MS = 30_000;
+const DEFAULT_DISK_CHECK_MS = 5_000;
+const DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024;
+// Docker's inspect takes `size` (measure the writable layer); dockerode's types do not list it.
+const WITH_SIZE: Docker.ContainerInspectOptions & { size: boolean } = { size: true };
 
 export const LABEL_MANAGED = 'dev.lilypad.managed';
 export const LABEL_RUN = 'dev.lilypad.run';
@@ -27,11 +46,15 @@ export interface SandboxOptions {
   image: string;
   /** The repository's path inside the container (the model saw /testbed in its evaluation). */
   workdir: string;
-  /** Container user; undefined keeps the image's own USER. */
+  /** Container user; undefined keeps the image's own USER. Never uid 0 (see resolveAgentUser). */
   user?: string | undefined;
+  /** An image whose user is root runs the agent as uid 1000 instead of being refused. */
+  allowRootImage?: boolean | undefined;
   memoryMb: number;
   cpus: number;
   pids: number;
+  /** Most the container may write, in MiB (quota where the engine has one, else a watchdog). */
+  diskMb?: number | undefined;
   /**
    * Docker network name: 'none' for the agent phase; a per-run internal network with the egress
    * proxy only while setup commands run, then cutNetwork().
@@ -40,11 +63,17 @@ export interface SandboxOptions {
   runId: string;
   workerId: string;
   labels?: Record<string, string>;
+  /** Longest reply line accepted from the toolbox (LILYPAD_TOOLBOX_MAX_LINE_MB). */
+  maxLineBytes?: number | undefined;
+  /** Added to every operation's own timeout to make the host's deadline for it. */
+  deadlineMarginMs?: number | undefined;
+  /** How often the disk watchdog measures the container when the engine has no quota. */
+  diskCheckMs?: number | undefined;
 }
 
 export interface ToolResult {
   observation: string;
-  meta: { capped?: boolean; timed_out?: boolean; timeout?: number; error?: boolean; unknown?: boolean; interrupted?: boolean };
+  meta: ToolMeta;
   /** Seconds spent inside the container executing the tool. */
   elapsed: number;
 }
@@ -59,6 +88,15 @@ export interface ExecResult {
   stderr: Buffer;
 }
 
+export interface ExecOptions {
+  timeoutSeconds?: number;
+  keepBytes?: number;
+  cwd?: string;
+  env?: Record<string, string>;
+  /** What the command is, for error messages ("the test command"). */
+  what?: string;
+}
+
 export function createDockerClient(): Docker {
   // dockerode reads DOCKER_HOST, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH itself.
   return new Docker();
@@ -66,24 +104,34 @@ export function createDockerClient(): Docker {
 
 /**
  * One hardened container for one run: no network in the agent phase, all capabilities dropped,
- * no-new-privileges, memory/CPU/pids limits, labelled with its run and worker so that orphans can
- * always be found. Nothing from the host's environment is passed in.
+ * no-new-privileges, memory/CPU/pids/disk limits, never uid 0 for the agent, labelled with its
+ * run and worker so that orphans can always be found. Nothing from the host's environment goes in.
+ *
+ * The host trusts nothing a sandboxed process could have written: the toolbox is non-dumpable
+ * (other processes of its uid cannot open its pipes), every reply is bounded and parsed, every
+ * request has a deadline, and before each phase whose result the host believes (setup, tests,
+ * the patch) takeOver() kills every process of the agent's uid and starts a fresh toolbox.
  */
 export class Sandbox {
   private destroyed = false;
-  private toolboxPid = 0;
-  /** How often the toolbox had to be restarted during this run. */
+  /** Why the sandbox was torn down by Lilypad itself (deadline, disk), reported to callers. */
+  private fatal: SandboxError | undefined;
+  /** How often the toolbox had to be replaced during the agent's run. */
   recoveries = 0;
   private removal: Promise<void> | undefined;
   private channel: ToolboxChannel | undefined;
   private uid = 0;
   private gid = 0;
+  private diskTimer: NodeJS.Timeout | undefined;
+  private readonly marginMs: number;
 
   private constructor(
     readonly docker: Docker,
     readonly container: Docker.Container,
-    readonly options: SandboxOptions,
-  ) {}
+    readonly options: SandboxOptions & { user: string },
+  ) {
+    this.marginMs = options.deadlineMarginMs ?? DEFAULT_MARGIN_MS;
+  }
 
   get id(): string {
     return this.container.id;
@@ -92,51 +140,23 @@ export class Sandbox {
   static async create(docker: Docker, options: SandboxOptions, signal?: AbortSignal): Promise<Sandbox> {
     if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
     const labels = { ...options.labels, [LABEL_MANAGED]: 'true', [LABEL_RUN]: options.runId, [LABEL_WORKER]: options.workerId };
-    let container: Docker.Container;
-    let agentUser: string | undefined;
-    try {
-      // The container's own init and sleep run as uid 0 (with no capabilities), the agent and the
-      // toolbox as the image's user: the agent cannot kill the container from inside.
-      agentUser = options.user ?? ((await docker.getImage(options.image).inspect()).Config?.User || undefined);
-      container = await docker.createContainer({
-        name: `lilypad-${options.runId}`,
-        Image: options.image,
-        Entrypoint: ['sleep'],
-        Cmd: ['infinity'],
-        WorkingDir: '/',
-        Env: [],
-        Labels: labels,
-        User: '0:0',
-        NetworkDisabled: false,
-        HostConfig: {
-          NetworkMode: options.network,
-          CapDrop: ['ALL'],
-          SecurityOpt: ['no-new-privileges'],
-          Memory: options.memoryMb * 1024 * 1024,
-          MemorySwap: options.memoryMb * 1024 * 1024,
-          NanoCpus: Math.round(options.cpus * 1e9),
-          PidsLimit: options.pids,
-          Init: true,
-          Privileged: false,
-          AutoRemove: false,
-        },
-      });
-    } catch (err) {
-      throw describeDockerError(err, options.image);
-    }
-    const sandbox = new Sandbox(docker, container, { ...options, user: agentUser });
+    const agentUser = await resolveAgentUser(docker, options);
+    const created = await createHardenedContainer(docker, { ...options, labels });
+    const sandbox = new Sandbox(docker, created.container, { ...options, user: agentUser });
     const onAbort = () => void sandbox.destroy();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      await container.start();
+      await withDeadline(created.container.start(), CONTROL_DEADLINE_MS, 'starting the sandbox container');
+      if (!created.quota && options.diskMb) sandbox.watchDisk(options.diskMb);
       const hello = await sandbox.openToolbox().catch((err: unknown) => {
-        throw new SandboxError(
+        if (err instanceof SandboxImageError) throw err;
+        throw new SandboxImageError(
           `could not start Lilypad's toolbox in image ${options.image}: ${(err as Error).message}. ` +
             'The sandbox image needs python3 (3.6 or newer) on its PATH; build the default image with `npm run images`.',
         );
       });
-      sandbox.uid = Number(hello['uid']);
-      sandbox.gid = Number(hello['gid']);
+      sandbox.uid = hello.uid;
+      sandbox.gid = hello.gid;
       if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
       return sandbox;
     } catch (err) {
@@ -148,64 +168,91 @@ export class Sandbox {
     }
   }
 
-  /** Starts the toolbox process over one exec and returns its hello (uid, gid, pid). */
-  private async openToolbox(): Promise<Record<string, unknown>> {
-    this.channel = await ToolboxChannel.open(this.docker, this.container, {
+  /** Starts a toolbox over a fresh exec and checks what it says about itself. */
+  private async openToolbox(): Promise<{ uid: number; gid: number }> {
+    const channel = await ToolboxChannel.open(this.docker, this.container, {
       argv: TOOLBOX_LAUNCH,
       env: [`LILYPAD_REPO_DIR=${this.options.workdir}`],
-      user: this.options.user ?? '0:0',
+      user: this.options.user,
+      maxLineBytes: this.options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES,
+      openTimeoutMs: CONTROL_DEADLINE_MS,
     });
+    this.channel = channel;
     // The toolbox source travels as the first stdin line: no file to plant in the container,
     // and the process list the model can see stays short.
-    this.channel.send(JSON.stringify(TOOLBOX_SOURCE));
-    const hello = await this.channel.request({ op: 'hello' });
-    this.toolboxPid = Number(hello['pid']);
+    channel.send(JSON.stringify(TOOLBOX_SOURCE));
+    const hello = await withDeadline(channel.request({ op: 'hello' }, helloSchema), CONTROL_DEADLINE_MS, 'starting the toolbox').catch((err: unknown) => {
+      channel.close();
+      throw err;
+    });
+    if (hello.uid === 0) {
+      throw new SandboxImageError(
+        `the sandbox image ${this.options.image} runs the agent as root (user ${this.options.user || '(unset)'} is uid 0). ` +
+          'Set USER in the image to an unprivileged user, or set LILYPAD_SANDBOX_USER to one.',
+      );
+    }
+    if (!hello.nondumpable) {
+      throw new SandboxImageError(
+        `python3 ${hello.python} in the sandbox image ${this.options.image} cannot make Lilypad's toolbox private (prctl through ctypes failed), ` +
+          "so the agent's processes could tamper with it. Use an image whose python3 has ctypes.",
+      );
+    }
     return hello;
   }
 
   /**
-   * The agent can kill the toolbox (`kill -9 -1`, a stray pkill) or wedge it (reading a pipe).
-   * While the container lives, that costs one tool call, not the run: start a new toolbox.
+   * Kills every process of the agent's uid (checked by listing /proc) over an exec of its own,
+   * then starts a fresh toolbox that no agent process existed to touch. Returns how many processes
+   * of that uid were found (the old toolbox included).
    */
-  private async recover(): Promise<boolean> {
-    if (this.destroyed) return false;
-    const state = await this.container.inspect().then((i) => i.State.Running, () => false);
-    if (!state || this.destroyed) return false;
+  async takeOver(): Promise<number> {
+    this.requireAlive();
     this.channel?.close();
+    this.channel = undefined;
+    const reaped = await this.guard(this.reap(), 'clearing the sandbox of the agent\'s processes');
+    if (reaped.left > 0) {
+      const err = new SandboxBoundaryError(`${reaped.left} process(es) of the agent's user survived SIGKILL in the sandbox; the sandbox was removed`);
+      await this.fail(err);
+      throw err;
+    }
+    await this.guard(this.openToolbox(), 'starting a fresh toolbox');
+    return reaped.killed;
+  }
+
+  /** Runs the reaper; retried briefly, since a fork bomb at the pids limit can refuse one exec. */
+  private async reap(): Promise<{ killed: number; left: number }> {
+    let lastError = '';
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const res = await execOnce(this.container, {
+        argv: ['python3', '-c', REAPER_SOURCE],
+        user: this.options.user,
+        timeoutMs: CONTROL_DEADLINE_MS,
+        maxBytes: 4096,
+      });
+      const line = res.stdout.toString('utf8').trim().split('\n').at(-1) ?? '';
+      const parsed = reaperReplySchema.safeParse(safeJson(line));
+      if (parsed.success) return parsed.data;
+      lastError = `${res.stderr.toString('utf8').trim().slice(-300) || `exit ${res.exitCode}`}`;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    throw new SandboxError(`could not clear the sandbox of the agent's processes: ${lastError}`);
+  }
+
+  /** Runs `op`; a deadline or broken boundary on it removes the sandbox and rethrows why. */
+  private async guard<T>(op: Promise<T>, what: string): Promise<T> {
     try {
-      await this.openToolbox();
-      this.recoveries++;
-      return true;
-    } catch {
-      return false;
+      return await withDeadline(op, CONTROL_DEADLINE_MS + this.marginMs, what);
+    } catch (err) {
+      const reason = this.fatal ?? (err instanceof SandboxError ? err : new SandboxError(`${what} failed: ${(err as Error).message}`));
+      await this.fail(reason);
+      throw reason;
     }
   }
 
-  /** Times a toolbox request out on the host too: a wedged toolbox is killed and replaced. */
-  private async requestWithDeadline(payload: Record<string, unknown>, deadlineMs: number): Promise<Record<string, unknown> | 'timeout'> {
-    const channel = this.requireChannel();
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), deadlineMs)));
-    try {
-      const res = await Promise.race([channel.request(payload), deadline]);
-      if (res === 'timeout') {
-        await this.killToolbox();
-        channel.close();
-      }
-      return res;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  private async killToolbox(): Promise<void> {
-    if (!this.toolboxPid) return;
-    try {
-      const exec = await this.container.exec({ Cmd: ['kill', '-9', String(this.toolboxPid)], AttachStdout: false, AttachStderr: false, User: this.options.user ?? '0:0' });
-      await exec.start({ Detach: true });
-    } catch {
-      /* the container is gone: nothing to kill */
-    }
+  /** Removes the sandbox and remembers why, so that every later call reports the same reason. */
+  private async fail(reason: SandboxError): Promise<void> {
+    this.fatal ??= reason;
+    await this.destroy();
   }
 
   /** Destroys the container as soon as `signal` aborts; returns a function that stops listening. */
@@ -217,14 +264,20 @@ export class Sandbox {
     return () => signal.removeEventListener('abort', onAbort);
   }
 
+  private requireAlive(): void {
+    if (this.fatal) throw this.fatal;
+    if (this.destroyed) throw new SandboxError('the sandbox has been removed');
+  }
+
   private requireChannel(): ToolboxChannel {
-    if (this.destroyed || !this.channel) throw new SandboxError('the sandbox has been removed');
+    this.requireAlive();
+    if (!this.channel || this.channel.closed) throw new SandboxError("Lilypad's toolbox in the sandbox is not running");
     return this.channel;
   }
 
   /** Copies a host directory in as the repository (owned by the container user). */
   async copyIn(hostDir: string): Promise<void> {
-    this.requireChannel();
+    this.requireAlive();
     const name = path.posix.basename(this.options.workdir).replace(/[,\\&]/g, '\\$&');
     const tar = spawn(
       'tar',
@@ -235,7 +288,7 @@ export class Sandbox {
     tar.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const exited = new Promise<number>((resolve) => tar.on('close', (code) => resolve(code ?? -1)));
     try {
-      await this.container.putArchive(tar.stdout, { path: path.posix.dirname(this.options.workdir) });
+      await withDeadline(this.container.putArchive(tar.stdout, { path: path.posix.dirname(this.options.workdir) }), 600_000, 'copying the repository into the sandbox');
     } catch (err) {
       tar.kill();
       throw new SandboxError(`copying the repository into the sandbox failed: ${(err as Error).message}`, { cause: err });
@@ -246,91 +299,149 @@ export class Sandbox {
 
   /** Runs one of the model's tool calls inside the container and returns its exact observation. */
   async tool(name: string, rawArguments: string, bashCapSeconds: number): Promise<ToolResult> {
-    const deadlineMs = name === 'Bash' ? bashCapSeconds * 1000 + BASH_DEADLINE_MARGIN_MS : FILE_TOOL_DEADLINE_MS;
-    let res: Record<string, unknown> | 'timeout';
+    const deadlineMs = name === 'Bash' ? bashCapSeconds * 1000 + this.marginMs : FILE_TOOL_DEADLINE_MS;
     try {
-      res = await this.requestWithDeadline({ op: 'tool', name, arguments: rawArguments, bash_cap: bashCapSeconds }, deadlineMs);
+      const channel = this.requireChannel();
+      const res = await withDeadline(channel.request({ op: 'tool', name, arguments: rawArguments, bash_cap: bashCapSeconds }, toolReplySchema), deadlineMs, `a ${name} call`);
+      return { observation: res.observation, meta: res.meta, elapsed: res.elapsed };
     } catch (err) {
-      // The call killed the toolbox (e.g. `kill -9 -1`): report it like a killed command.
-      if (!(await this.recover())) throw err;
+      if (this.fatal || this.destroyed) {
+        await this.removal;
+        throw this.fatal ?? err;
+      }
+      // The call killed, stopped or wedged the toolbox (`kill -9 -1`, `kill -STOP $PPID`, a FIFO):
+      // while the container lives, that costs one call, not the run.
+      await this.takeOver();
+      this.recoveries++;
+      if (err instanceof SandboxDeadlineError) {
+        const observation = name === 'Bash' ? `Timed out after ${(deadlineMs / 1000).toFixed(1)}s\nSTDOUT:\n\nSTDERR:\n` : `TimeoutError: the ${name} call did not finish within ${deadlineMs / 1000} seconds`;
+        return { observation, meta: { error: true, interrupted: true }, elapsed: deadlineMs / 1000 };
+      }
       const observation = name === 'Bash' ? 'Exit code: -9\nSTDOUT:\n\nSTDERR:\n' : `OSError: the ${name} call was interrupted`;
       return { observation, meta: { error: true, interrupted: true }, elapsed: 0 };
     }
-    if (res === 'timeout') {
-      if (!(await this.recover())) throw new SandboxError(`a ${name} call did not return within ${Math.round(deadlineMs / 1000)} s and the sandbox could not be recovered`);
-      const observation = name === 'Bash' ? `Timed out after ${(deadlineMs / 1000).toFixed(1)}s\nSTDOUT:\n\nSTDERR:\n` : `TimeoutError: the ${name} call did not finish within ${deadlineMs / 1000} seconds`;
-      return { observation, meta: { error: true, interrupted: true }, elapsed: deadlineMs / 1000 };
-    }
-    return {
-      observation: String(res['observation']),
-      meta: (res['meta'] ?? {}) as ToolResult['meta'],
-      elapsed: Number(res['elapsed'] ?? 0),
-    };
   }
 
-  /** Runs a command for Lilypad itself (tests, patch extraction); binary-safe, not shown to the model. */
-  async exec(argv: string[], opts: { timeoutSeconds?: number; keepBytes?: number; cwd?: string; env?: Record<string, string> } = {}): Promise<ExecResult> {
+  /**
+   * Runs a command for Lilypad itself (setup, tests, patch extraction); binary-safe, never shown
+   * to the model. Past its timeout plus the margin, or if the toolbox dies under it, the sandbox
+   * is removed and the reason thrown: the host never waits forever and never re-runs it.
+   */
+  async exec(argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    const timeout = opts.timeoutSeconds ?? 600;
     const payload = {
       op: 'exec',
       argv,
-      timeout: opts.timeoutSeconds ?? 600,
+      timeout,
       keep_bytes: opts.keepBytes ?? 1 << 20,
       ...(opts.cwd ? { cwd: opts.cwd } : {}),
       ...(opts.env ? { env: opts.env } : {}),
     };
-    let res: Record<string, unknown>;
+    const what = opts.what ?? `\`${argv.join(' ').slice(0, 80)}\``;
+    let res;
     try {
-      res = await this.requireChannel().request(payload);
+      const channel = this.requireChannel();
+      res = await withDeadline(channel.request(payload, execReplySchema), timeout * 1000 + this.marginMs, `${what} in the sandbox`);
     } catch (err) {
-      // A toolbox the agent killed is replaced once, so the patch and the tests can still be taken.
-      if (!(await this.recover())) throw err;
-      res = await this.requireChannel().request(payload);
+      if (this.fatal || this.destroyed) {
+        await this.removal;
+        throw this.fatal ?? err;
+      }
+      if (!(await this.running())) {
+        // The engine lost the container (a restart, an OOM of the engine): infrastructure, retried.
+        const reason = new SandboxError(`the sandbox container stopped while running ${what} (${(err as Error).message})`);
+        await this.fail(reason);
+        throw reason;
+      }
+      const reason =
+        err instanceof SandboxDeadlineError
+          ? new SandboxDeadlineError(`${err.message}, although it was given ${timeout} s: Lilypad's toolbox stopped answering (a process in the sandbox may have stopped it); the sandbox was removed`)
+          : new SandboxBoundaryError(`Lilypad's toolbox in the sandbox died while running ${what} (${(err as Error).message}); the sandbox was removed`);
+      await this.fail(reason);
+      throw reason;
     }
     return {
-      exitCode: typeof res['exit_code'] === 'number' ? res['exit_code'] : null,
-      timedOut: res['timed_out'] === true,
-      elapsedSeconds: Number(res['elapsed'] ?? 0),
-      stdout: Buffer.from(String(res['stdout'] ?? ''), 'base64'),
-      stdoutBytes: Number(res['stdout_bytes'] ?? 0),
-      stderr: Buffer.from(String(res['stderr'] ?? ''), 'base64'),
+      exitCode: res.exit_code,
+      timedOut: res.timed_out,
+      elapsedSeconds: res.elapsed,
+      stdout: Buffer.from(res.stdout, 'base64'),
+      stdoutBytes: res.stdout_bytes,
+      stderr: Buffer.from(res.stderr, 'base64'),
     };
-  }
-
-  /** Kills every process the agent left running (the container's own init is spared). */
-  async reap(): Promise<number> {
-    const res = await this.requireChannel().request({ op: 'reap' });
-    return Number(res['killed'] ?? 0);
   }
 
   /** Disconnects every network: from here on the container reaches nothing. */
   async cutNetwork(): Promise<void> {
-    const info = await this.container.inspect();
+    const info = await withDeadline(this.container.inspect(), CONTROL_DEADLINE_MS, 'inspecting the sandbox');
     for (const name of Object.keys(info.NetworkSettings.Networks ?? {})) {
-      await this.docker.getNetwork(name).disconnect({ Container: this.container.id, Force: true });
+      if (name === 'none') continue;
+      await withDeadline(this.docker.getNetwork(name).disconnect({ Container: this.container.id, Force: true }), CONTROL_DEADLINE_MS, `disconnecting the sandbox from ${name}`);
     }
-    const after = await this.container.inspect();
+    const after = await withDeadline(this.container.inspect(), CONTROL_DEADLINE_MS, 'inspecting the sandbox');
     const left = Object.keys(after.NetworkSettings.Networks ?? {}).filter((n) => n !== 'none');
     if (left.length > 0) throw new SandboxError(`could not cut the sandbox's network (still on ${left.join(', ')})`);
+  }
+
+  /** Without a storage quota, measures the container's writable layer and ends the run past the cap. */
+  private watchDisk(diskMb: number): void {
+    const limit = diskMb * 1024 * 1024;
+    let busy = false;
+    this.diskTimer = setInterval(() => {
+      if (busy || this.destroyed) return;
+      busy = true;
+      withDeadline(this.container.inspect(WITH_SIZE), CONTROL_DEADLINE_MS, 'measuring the sandbox disk')
+        .then((info) => {
+          const used = (info as unknown as { SizeRw?: number }).SizeRw ?? 0;
+          if (used > limit) {
+            void this.fail(new SandboxLimitError(`the sandbox wrote more than ${diskMb} MiB to its disk (LILYPAD_SANDBOX_DISK_MB); it was removed`));
+          }
+        })
+        .catch(() => undefined)
+        .finally(() => (busy = false));
+    }, this.options.diskCheckMs ?? DEFAULT_DISK_CHECK_MS);
+    this.diskTimer.unref();
+  }
+
+  private async running(): Promise<boolean> {
+    return withDeadline(this.container.inspect(), CONTROL_DEADLINE_MS, 'inspecting the sandbox').then(
+      (info) => info.State.Running === true,
+      () => false,
+    );
+  }
+
+  /** Why Lilypad removed this sandbox itself, if it did. */
+  get failure(): SandboxError | undefined {
+    return this.fatal;
   }
 
   /** Removes the container (idempotent, never throws; later calls wait for the same removal). */
   destroy(): Promise<void> {
     this.destroyed = true;
+    clearInterval(this.diskTimer);
     this.removal ??= this.remove();
     return this.removal;
   }
 
   private async remove(): Promise<void> {
     this.channel?.close();
-    try {
-      await this.container.remove({ force: true, v: true });
-    } catch (err) {
-      const status = (err as { statusCode?: number }).statusCode;
-      if (status !== 404 && status !== 409) {
-        // 409: removal already in progress. Anything else: try once more before giving up.
-        await this.container.remove({ force: true, v: true }).catch(() => undefined);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        await withDeadline(this.container.remove({ force: true, v: true }), CONTROL_DEADLINE_MS, 'removing the sandbox');
+        return;
+      } catch (err) {
+        const status = (err as { statusCode?: number }).statusCode;
+        // 404: already gone; 409: a removal is already in progress.
+        if (status === 404 || status === 409) return;
       }
     }
+  }
+}
+
+function safeJson(line: string): unknown {
+  try {
+    return JSON.parse(line);
+  } catch {
+    return undefined;
   }
 }
 
@@ -339,22 +450,4 @@ export async function removeLabelled(docker: Docker, label: string, value: strin
   const list = await docker.listContainers({ all: true, filters: { label: [`${label}=${value}`] } });
   await Promise.all(list.map((c) => docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined)));
   return list.length;
-}
-
-function describeDockerError(err: unknown, image: string): Error {
-  const e = err as { statusCode?: number; message?: string; code?: string };
-  if (e.statusCode === 404 && /image/i.test(e.message ?? '')) {
-    return new SandboxError(
-      `the sandbox image ${image} is not present on the Docker engine. Build the default one with \`npm run images\`, ` +
-        'or set LILYPAD_SANDBOX_IMAGE to an image you have.',
-      { cause: err },
-    );
-  }
-  if (e.code === 'ENOENT' || e.code === 'ECONNREFUSED' || e.code === 'EACCES') {
-    return new SandboxError(
-      `cannot reach the Docker engine (${e.code}). Start it (e.g. \`dockerd &\` or \`systemctl start docker\`) or point DOCKER_HOST at it.`,
-      { cause: err },
-    );
-  }
-  return new SandboxError(`creating the sandbox container failed: ${e.message ?? String(err)}`, { cause: err });
 }

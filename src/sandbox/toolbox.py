@@ -32,6 +32,8 @@ BASH_MIN_TIMEOUT = 0.1
 
 REPO = os.environ.get("LILYPAD_REPO_DIR", "/testbed")
 TRUTHY = ("1", "true", "yes", "on")
+PR_GET_DUMPABLE = 3
+PR_SET_DUMPABLE = 4
 
 
 class ToolInputError(Exception):
@@ -318,7 +320,7 @@ def kill_call(marker, pgid):
         pass
     needle = marker.encode() + b"\0"
     me = os.getpid()
-    for _ in range(5):
+    for _ in range(200):
         found = False
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == me:
@@ -475,35 +477,19 @@ def op_exec(req):
     }
 
 
-INITIAL_PIDS = set()
-
-
-def list_pids():
-    return set(int(p) for p in os.listdir("/proc") if p.isdigit())
-
-
-def op_reap():
-    """Kills what the agent left running (servers, watchers) before the patch and the tests are taken."""
-    me = os.getpid()
-    killed = 0
-    for _ in range(5):
-        victims = [p for p in list_pids() if p != me and p not in INITIAL_PIDS]
-        if not victims:
-            break
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except OSError:
-                pass
-        time.sleep(0.02)
-    return {"killed": killed}
+def nondumpable():
+    """True once the kernel refuses other processes of this uid our /proc entries (fds, memory)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        return libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
+    except Exception:
+        return False
 
 
 def handle(req):
     op = req.get("op")
-    if op == "reap":
-        return op_reap()
     if op == "tool":
         started = time.monotonic()
         text, meta = run_tool(req.get("name"), req.get("arguments", ""), req.get("bash_cap"))
@@ -511,8 +497,8 @@ def handle(req):
     if op == "exec":
         return op_exec(req)
     if op == "hello":
-        INITIAL_PIDS.update(p for p in list_pids() if p != os.getpid())
         return {
+            "nondumpable": nondumpable(),
             "uid": os.getuid(),
             "gid": os.getgid(),
             "python": sys.version.split()[0],
@@ -525,6 +511,9 @@ def handle(req):
 
 
 def main():
+    # Processes the agent starts run under the same uid: without this, any of them could open
+    # /proc/<this pid>/fd/1 and write forged replies, or fd/0 and read the host's requests.
+    nondumpable()
     out = sys.stdout.buffer
     stdin = sys.stdin.buffer
     while True:

@@ -178,11 +178,11 @@ describe('sandbox resilience', () => {
   });
 });
 
-test('reap() kills what the agent left running and spares the container', async () => {
+test('takeOver() kills what the agent left running and spares the container', async () => {
   const sb = await Sandbox.create(docker, opts(uniq('reap')));
   try {
     await sb.tool('Bash', JSON.stringify({ command: '(while true; do date >> /testbed/ticks; sleep 0.1; done) > /dev/null 2>&1 &' }), 60);
-    assert.ok((await sb.reap()) >= 1);
+    assert.ok((await sb.takeOver()) >= 1, 'the loop was found and killed');
     const size = (await sb.exec(['stat', '-c', '%s', '/testbed/ticks'])).stdout.toString();
     await new Promise((r) => setTimeout(r, 400));
     assert.equal((await sb.exec(['stat', '-c', '%s', '/testbed/ticks'])).stdout.toString(), size, 'nothing writes any more');

@@ -1,0 +1,117 @@
+import type Docker from 'dockerode';
+import { withDeadline } from './deadline.ts';
+import { SandboxError, SandboxImageError } from './errors.ts';
+
+const DOCKER_CALL_MS = 60_000;
+/** Where an image's user is root and the administrator allowed it anyway, the agent runs as this. */
+export const FALLBACK_AGENT_USER = '1000:1000';
+
+export interface ContainerSpecInput {
+  image: string;
+  memoryMb: number;
+  cpus: number;
+  pids: number;
+  diskMb?: number | undefined;
+  network: string;
+  runId: string;
+  labels: Record<string, string>;
+}
+
+/** True for a user spec that means uid 0: unset, `root`, `0`, with or without a group. */
+export function isRootUser(user: string): boolean {
+  const name = user.trim().split(':')[0] ?? '';
+  return name === '' || name === 'root' || /^0+$/.test(name);
+}
+
+/**
+ * The user the agent and the toolbox run as. Never uid 0: an image whose user is root (or unset)
+ * is refused, unless the administrator allowed such images, in which case uid 1000 is used.
+ */
+export async function resolveAgentUser(docker: Docker, opts: { image: string; user?: string | undefined; allowRootImage?: boolean | undefined }): Promise<string> {
+  let configured = opts.user;
+  if (configured === undefined) {
+    const info = await withDeadline(docker.getImage(opts.image).inspect(), DOCKER_CALL_MS, 'inspecting the sandbox image').catch((err: unknown) => {
+      throw describeDockerError(err, opts.image);
+    });
+    configured = info.Config?.User ?? '';
+  }
+  if (!isRootUser(configured)) return configured;
+  if (opts.allowRootImage) return FALLBACK_AGENT_USER;
+  throw new SandboxImageError(
+    `the sandbox image ${opts.image} would run the agent as root (its user is ${configured ? `\`${configured}\`` : 'not set'}). ` +
+      'Add `USER <unprivileged user>` to the image (the default image uses uid 1000), ' +
+      'or ask the Lilypad administrator to set LILYPAD_ALLOW_ROOT_IMAGES=true (the agent then runs as uid 1000).',
+  );
+}
+
+/** Engines that refused a storage quota once are not asked again (overlay2 needs xfs with pquota). */
+const noQuota = new WeakSet<Docker>();
+
+/**
+ * Creates the container: no capabilities, no-new-privileges, an init, memory without extra swap,
+ * CPU, pids and file-size limits, and a storage quota where the engine supports one. The
+ * container's own init and `sleep` run as uid 0 without capabilities, so the agent cannot stop it.
+ */
+export async function createHardenedContainer(docker: Docker, input: ContainerSpecInput): Promise<{ container: Docker.Container; quota: boolean }> {
+  const diskBytes = input.diskMb ? input.diskMb * 1024 * 1024 : undefined;
+  const spec = (quota: boolean): Docker.ContainerCreateOptions => ({
+    name: `lilypad-${input.runId}`,
+    Image: input.image,
+    Entrypoint: ['sleep'],
+    Cmd: ['infinity'],
+    WorkingDir: '/',
+    Env: [],
+    Labels: input.labels,
+    User: '0:0',
+    NetworkDisabled: false,
+    HostConfig: {
+      NetworkMode: input.network,
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges'],
+      Memory: input.memoryMb * 1024 * 1024,
+      MemorySwap: input.memoryMb * 1024 * 1024,
+      NanoCpus: Math.round(input.cpus * 1e9),
+      PidsLimit: input.pids,
+      Init: true,
+      Privileged: false,
+      AutoRemove: false,
+      // RLIMIT_FSIZE is in bytes: no single file may outgrow the disk cap.
+      ...(diskBytes ? { Ulimits: [{ Name: 'fsize', Soft: diskBytes, Hard: diskBytes }] } : {}),
+      ...(quota && input.diskMb ? { StorageOpt: { size: `${input.diskMb}M` } } : {}),
+    },
+  });
+  const create = (quota: boolean) => withDeadline(docker.createContainer(spec(quota)), DOCKER_CALL_MS, 'creating the sandbox container');
+  const wantQuota = input.diskMb !== undefined && !noQuota.has(docker);
+  try {
+    return { container: await create(wantQuota), quota: wantQuota };
+  } catch (err) {
+    if (wantQuota && /storage-opt|pquota|quota/i.test((err as Error).message ?? '')) {
+      noQuota.add(docker);
+      try {
+        return { container: await create(false), quota: false };
+      } catch (err2) {
+        throw describeDockerError(err2, input.image);
+      }
+    }
+    throw describeDockerError(err, input.image);
+  }
+}
+
+export function describeDockerError(err: unknown, image: string): Error {
+  if (err instanceof SandboxError) return err;
+  const e = err as { statusCode?: number; message?: string; code?: string };
+  if (e.statusCode === 404 && /image/i.test(e.message ?? '')) {
+    return new SandboxImageError(
+      `the sandbox image ${image} is not present on the Docker engine. Build the default one with \`npm run images\`, ` +
+        'or set LILYPAD_SANDBOX_IMAGE to an image you have.',
+      { cause: err },
+    );
+  }
+  if (e.code === 'ENOENT' || e.code === 'ECONNREFUSED' || e.code === 'EACCES') {
+    return new SandboxError(
+      `cannot reach the Docker engine (${e.code}). Start it (e.g. \`dockerd &\` or \`systemctl start docker\`) or point DOCKER_HOST at it.`,
+      { cause: err },
+    );
+  }
+  return new SandboxError(`creating the sandbox container failed: ${e.message ?? String(err)}`, { cause: err });
+}

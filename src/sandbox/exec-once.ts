@@ -1,0 +1,46 @@
+import { PassThrough, type Duplex } from 'node:stream';
+import type Docker from 'dockerode';
+import { withDeadline } from './deadline.ts';
+
+export interface ExecOnceResult {
+  exitCode: number | null;
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
+/**
+ * One short command over its own `docker exec`, with a deadline on every Docker call and on the
+ * output, which is kept only up to `maxBytes` per stream.
+ */
+export async function execOnce(container: Docker.Container, opts: { argv: string[]; user: string; timeoutMs: number; maxBytes: number }): Promise<ExecOnceResult> {
+  const what = `\`${opts.argv[0]}\` in the sandbox`;
+  const exec = await withDeadline(
+    container.exec({ Cmd: opts.argv, Env: [], User: opts.user, AttachStdout: true, AttachStderr: true, AttachStdin: false, Tty: false, WorkingDir: '/' }),
+    opts.timeoutMs,
+    `creating ${what}`,
+  );
+  const stream = (await withDeadline(exec.start({ hijack: true, stdin: false }), opts.timeoutMs, `starting ${what}`)) as Duplex;
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  const keep = (into: Buffer[]) => (chunk: Buffer) => {
+    const have = into.reduce((n, b) => n + b.length, 0);
+    if (have < opts.maxBytes) into.push(chunk.subarray(0, opts.maxBytes - have));
+  };
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  stdout.on('data', keep(out));
+  stderr.on('data', keep(err));
+  container.modem.demuxStream(stream, stdout, stderr);
+  const ended = new Promise<void>((resolve) => {
+    stream.on('end', resolve);
+    stream.on('close', resolve);
+    stream.on('error', () => resolve());
+  });
+  try {
+    await withDeadline(ended, opts.timeoutMs, what);
+  } finally {
+    stream.destroy();
+  }
+  const info = await withDeadline(exec.inspect(), opts.timeoutMs, `inspecting ${what}`).catch(() => undefined);
+  return { exitCode: info?.ExitCode ?? null, stdout: Buffer.concat(out), stderr: Buffer.concat(err) };
+}

@@ -1,0 +1,48 @@
+import { z } from 'zod';
+
+/**
+ * The replies of Lilypad's toolbox (src/sandbox/toolbox.py) and reaper (reaper.py), as schemas:
+ * bytes from inside the sandbox are parsed here and nowhere else.
+ */
+export const helloSchema = z.object({
+  uid: z.number().int().min(0),
+  gid: z.number().int().min(0),
+  pid: z.number().int().positive(),
+  python: z.string(),
+  repo: z.string(),
+  nondumpable: z.boolean(),
+});
+
+export const toolMetaSchema = z
+  .object({
+    capped: z.boolean().optional(),
+    timed_out: z.boolean().optional(),
+    timeout: z.number().optional(),
+    error: z.boolean().optional(),
+    unknown: z.boolean().optional(),
+    interrupted: z.boolean().optional(),
+  })
+  .strict();
+export type ToolMeta = z.infer<typeof toolMetaSchema>;
+
+export const toolReplySchema = z.object({
+  observation: z.string(),
+  meta: toolMetaSchema,
+  elapsed: z.number().min(0),
+});
+
+export const execReplySchema = z.object({
+  exit_code: z.number().int().nullable(),
+  timed_out: z.boolean(),
+  elapsed: z.number().min(0),
+  stdout: z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'base64'),
+  stdout_bytes: z.number().int().min(0),
+  stderr: z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'base64'),
+  stderr_bytes: z.number().int().min(0),
+});
+
+export const reaperReplySchema = z.object({
+  killed: z.number().int().min(0),
+  left: z.number().int().min(0),
+  uid: z.number().int().min(0),
+});

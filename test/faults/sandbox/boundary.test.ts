@@ -1,0 +1,328 @@
+/**
+ * The sandbox boundary under attack: a process inside the container (an agent's Bash call, a
+ * repository's tests) tries to forge what the host reads, hang or flood the host, escape the
+ * clean-up, or outgrow its limits. Each row is one attack against the real Docker engine.
+ */
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import { after, before } from 'node:test';
+import { ModelClient } from '../../../src/agent/model-client.ts';
+import { MemoryTrajectory, type StepRecord } from '../../../src/agent/trajectory.ts';
+import { ToolboxChannel } from '../../../src/sandbox/channel.ts';
+import { SandboxDeadlineError } from '../../../src/sandbox/deadline.ts';
+import { SandboxBoundaryError, SandboxImageError, SandboxLimitError } from '../../../src/sandbox/errors.ts';
+import { helloSchema } from '../../../src/sandbox/protocol.ts';
+import { createDockerClient, LABEL_RUN, Sandbox, type SandboxOptions } from '../../../src/sandbox/sandbox.ts';
+import { runSandboxSession } from '../../../src/pipeline/sandbox-session.ts';
+import { runTestCommand } from '../../../src/pipeline/test-command.ts';
+import { faultTest } from '../../support/fault-table.ts';
+import { CALC_REPO, makeRepo } from '../../support/fixture-repo.ts';
+import { startModelServer, type ScriptedReply } from '../../support/model-server.ts';
+import { TEST_IMAGE } from '../../support/sandbox-harness.ts';
+
+const docker = createDockerClient();
+const script = (name: string) => readFileSync(new URL(`./scripts/${name}`, import.meta.url), 'utf8');
+const uniq = (p: string) => `fault-${p}-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(16).slice(2, 6)}`;
+const options = (runId: string, extra: Partial<SandboxOptions> = {}): SandboxOptions => ({
+  image: TEST_IMAGE,
+  workdir: '/testbed',
+  memoryMb: 512,
+  cpus: 1,
+  pids: 128,
+  network: 'none',
+  runId,
+  workerId: os.hostname(),
+  deadlineMarginMs: 2000,
+  ...extra,
+});
+const bash = (sb: Sandbox, command: string, cap = 60) => sb.tool('Bash', JSON.stringify({ command, timeout: cap }), cap);
+const leftovers = async (runId: string) => (await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN}=${runId}`] } })).length;
+const put = (sb: Sandbox, target: string, content: string) =>
+  sb.exec(['/bin/bash', '-c', 'printf %s "$2" | base64 -d > "$1"', 'put', target, Buffer.from(content).toString('base64')]);
+/** Processes of the agent's uid other than the counting one and its parent (the toolbox). */
+const COUNT_AGENT_PROCS =
+  'import os\nme=os.getpid();pp=os.getppid();uid=os.getuid();n=0\n' +
+  'for e in os.listdir("/proc"):\n' +
+  '  if e.isdigit() and int(e) not in (me,pp):\n' +
+  '    try:\n' +
+  '      if str(uid) in [l for l in open("/proc/%s/status"%e) if l.startswith("Uid:")][0].split()[1:]: n+=1\n' +
+  '    except Exception: pass\n' +
+  'print(n)';
+const agentProcs = async (sb: Sandbox) => Number((await sb.exec(['python3', '-c', COUNT_AGENT_PROCS])).stdout.toString().trim());
+const within = async <T>(ms: number, p: Promise<T>): Promise<{ value?: T; error?: Error; ms: number }> => {
+  const t = Date.now();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`still waiting after ${ms} ms`)), ms)));
+  try {
+    return { value: await Promise.race([p, late]), ms: Date.now() - t };
+  } catch (error) {
+    return { error: error as Error, ms: Date.now() - t };
+  } finally {
+    clearTimeout(timer);
+  }
+};
+
+// A sandbox that is never attacked: it must still answer after every attack on the others.
+let bystander: Sandbox;
+before(async () => {
+  bystander = await Sandbox.create(docker, options(uniq('bystander')));
+});
+after(async () => {
+  await bystander?.destroy();
+});
+const bystanderFine = async () => (await bash(bystander, 'echo fine')).observation === 'Exit code: 0\nSTDOUT:\nfine\n\nSTDERR:\n';
+
+faultTest(
+  'forger: a daemon from a Bash call opens the toolbox pipes, kills the toolbox (`kill -9 $PPID`), starts again, and forges replies',
+  'observations, test results and the patch are genuine; the toolbox pipes cannot be opened; no process survives a toolbox replacement',
+  async () => {
+    const repo = makeRepo(CALC_REPO);
+    const start = 'env -u LILYPAD_CALL_ID setsid nohup python3 /tmp/forger.py >/dev/null 2>&1 & sleep 0.5; echo started';
+    const turns: ScriptedReply[] = [
+      { toolCalls: [{ name: 'Write', arguments: { file_path: '/tmp/forger.py', content: script('forger.py') } }] },
+      { toolCalls: [{ name: 'Bash', arguments: { command: start } }] },
+      { toolCalls: [{ name: 'Read', arguments: { file_path: 'calc.py' } }] },
+      { toolCalls: [{ name: 'Bash', arguments: { command: 'kill -9 $PPID' } }] },
+      { toolCalls: [{ name: 'Bash', arguments: { command: 'pgrep -f forger.p[y] || echo no-forger-left' } }] },
+      { toolCalls: [{ name: 'Bash', arguments: { command: start } }] },
+      { toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
+      { toolCalls: [{ name: 'Read', arguments: { file_path: 'calc.py' } }, { name: 'Bash', arguments: { command: 'sleep 0.3; cat /tmp/forger.log' } }] },
+      { content: 'Fixed add().' },
+    ];
+    const server = await startModelServer({ script: turns });
+    const trajectory = new MemoryTrajectory();
+    try {
+      const result = await runSandboxSession({
+        docker,
+        checkoutDir: repo,
+        baseCommit: 'HEAD',
+        sandbox: { image: TEST_IMAGE, workdir: '/testbed', memoryMb: 512, cpus: 1, pids: 256 },
+        runId: uniq('forger'),
+        workerId: os.hostname(),
+        setup: [],
+        setupNetwork: null,
+        setupTimeoutSeconds: 60,
+        testCommand: 'python3 -m unittest -v 2>&1; rc=$?; echo TEST-RUN-MARKER; exit $rc',
+        testTimeoutSeconds: 60,
+        issue: { title: 'add() is wrong', body: 'add(2, 3) gives -1' },
+        model: 'frognano-4b',
+        client: new ModelClient({ baseURL: server.url, timeoutMs: 20_000, maxRetries: 0 }),
+        budgets: { maxSteps: 20, maxContextTokens: 131072, maxTokensPerTurn: 8192, maxWallSeconds: 120, bashTimeoutCapSeconds: 60 },
+        trajectory,
+        phase: (_name, fn) => fn(),
+      });
+      const observations = (trajectory.records as StepRecord[]).flatMap((r) => r.tools.map((t) => t.observation));
+      const all = JSON.stringify({ observations, tests: result.tests, patch: result.patch?.diff.toString() });
+      const forgerLog = observations.find((o) => o.includes('forger ')) ?? '';
+      const checks = {
+        'no forged text anywhere': !all.includes('FORGED'),
+        'Read was genuine': observations.includes('calc.py\n1. def add(a, b):\n2.     return a - b'),
+        'Edit was genuine': observations.includes('Edited calc.py (1 replacement).'),
+        'no process survived the toolbox replacement': observations.some((o) => o.includes('no-forger-left')),
+        'the pipes were refused': /denied toolbox \d+: \[Errno 13\] Permission denied/.test(forgerLog) && !/opened the pipes/.test(forgerLog),
+        'tests before failed for real': result.tests?.before?.outcome === 'failed' && /FAIL: test_add/.test(result.tests.before.outputTail),
+        'tests after passed for real': result.tests?.after?.outcome === 'passed' && /TEST-RUN-MARKER/.test(result.tests.after.outputTail),
+        'the patch is the real edit': /\+    return a \+ b/.test(result.patch?.diff.toString() ?? ''),
+      };
+      const failed = Object.entries(checks).filter(([, ok]) => !ok).map(([k]) => k);
+      return {
+        observed: failed.length === 0 ? `forger refused (${forgerLog.split('\n').find((l) => l.startsWith('denied')) ?? ''}); all results genuine` : `broken: ${failed.join('; ')}`,
+        pass: failed.length === 0,
+      };
+    } finally {
+      await server.close();
+    }
+  },
+);
+
+faultTest(
+  '1 GiB on one line of the toolbox channel (a toolbox replaced by `head -c 1G /dev/zero | tr`)',
+  'the channel ends with an honest error at the 64 MiB line cap; the worker memory stays bounded',
+  async () => {
+    const sb = await Sandbox.create(docker, options(uniq('flood')));
+    try {
+      const rssBefore = process.memoryUsage().rss;
+      const channel = await ToolboxChannel.open(docker, sb.container, {
+        argv: ['/bin/sh', '-c', "head -c 1073741824 /dev/zero | tr '\\0' a"],
+        env: [],
+        user: '1000:1000',
+        maxLineBytes: 64 * 1024 * 1024,
+      });
+      const res = await within(60_000, channel.request({ op: 'hello' }, helloSchema));
+      const grew = (process.memoryUsage().rss - rssBefore) / (1 << 20);
+      const ok = /longer than 64 MiB/.test(res.error?.message ?? '') && grew < 300;
+      return { observed: `${res.error?.message ?? 'a reply was accepted'} after ${res.ms} ms; worker RSS grew ${grew.toFixed(0)} MiB`, pass: ok };
+    } finally {
+      await sb.destroy();
+    }
+  },
+);
+
+faultTest(
+  'a line that is not JSON, then a reply to a request nobody made, on the toolbox channel',
+  'each ends the channel with an honest error',
+  async () => {
+    const sb = await Sandbox.create(docker, options(uniq('garbage')));
+    try {
+      const open = (text: string) =>
+        ToolboxChannel.open(docker, sb.container, { argv: ['/bin/sh', '-c', `printf '%s\\n' '${text}'; sleep 5`], env: [], user: '1000:1000', maxLineBytes: 1 << 20 });
+      const garbage = await (await open('Exit code: 0')).request({ op: 'hello' }, helloSchema).catch((e: Error) => e.message);
+      const forged = await (await open('{"id":99,"ok":true}')).request({ op: 'hello' }, helloSchema).catch((e: Error) => e.message);
+      const ok = /not JSON/.test(String(garbage)) && /not waiting for an answer/.test(String(forged));
+      return { observed: `${garbage} / ${forged}`, pass: ok };
+    } finally {
+      await sb.destroy();
+    }
+  },
+);
+
+faultTest('SIGSTOP of the toolbox during a Bash call (`kill -STOP $PPID`)', 'the call is reported as interrupted at its deadline; the next call works', async () => {
+  const sb = await Sandbox.create(docker, options(uniq('stop-bash')));
+  try {
+    const res = await within(30_000, bash(sb, 'kill -STOP $PPID; echo never', 3));
+    const next = await bash(sb, 'echo next');
+    const ok = res.value?.meta.interrupted === true && /^Timed out after 5\.0s/.test(res.value.observation) && next.observation.includes('next');
+    return { observed: `${JSON.stringify(res.value?.observation ?? res.error?.message)} after ${res.ms} ms; next call: ${JSON.stringify(next.observation.split('\n')[2])}`, pass: ok };
+  } finally {
+    await sb.destroy();
+  }
+});
+
+faultTest('SIGKILL of the toolbox during a Bash call (`kill -9 $PPID`)', 'the call is reported as interrupted; a fresh toolbox answers the next call', async () => {
+  const sb = await Sandbox.create(docker, options(uniq('kill-bash')));
+  try {
+    const res = await bash(sb, 'kill -9 $PPID');
+    const next = await bash(sb, 'echo next');
+    const ok = res.meta.interrupted === true && res.observation === 'Exit code: -9\nSTDOUT:\n\nSTDERR:\n' && next.observation.includes('next');
+    return { observed: `${JSON.stringify(res.observation)}; next call: ${JSON.stringify(next.observation.split('\n')[2])}`, pass: ok };
+  } finally {
+    await sb.destroy();
+  }
+});
+
+for (const sig of ['STOP', 'KILL'] as const) {
+  faultTest(
+    `SIG${sig} of the toolbox by the repository's tests`,
+    'the run ends with an honest reason within the test timeout plus the margin; the sandbox is removed',
+    async () => {
+      const runId = uniq(`tests-${sig.toLowerCase()}`);
+      const sb = await Sandbox.create(docker, options(runId));
+      try {
+        await put(sb, '/testbed/stop_toolbox.py', script('stop-toolbox.py'));
+        const res = await within(30_000, runTestCommand(sb, `python3 stop_toolbox.py ${sig}`, 5));
+        const err = res.error;
+        const expected = sig === 'STOP' ? err instanceof SandboxDeadlineError && /stopped answering/.test(err.message) : err instanceof SandboxBoundaryError && /died while running the test command/.test(err.message);
+        const left = await leftovers(runId);
+        return { observed: `${err ? err.message : `the test outcome was accepted: ${JSON.stringify(res.value?.outcome)}`} (after ${res.ms} ms; ${left} container(s) left)`, pass: expected && left === 0 };
+      } finally {
+        await sb.destroy();
+      }
+    },
+  );
+}
+
+faultTest(
+  'a daemon that escapes the reap: double fork, setsid, no call marker, non-dumpable, renamed, SIGTERM ignored',
+  'takeOver() kills it: no process of the agent uid is left and its file stops growing',
+  async () => {
+    const sb = await Sandbox.create(docker, options(uniq('escaper')));
+    try {
+      await put(sb, '/tmp/escaper.py', script('escaper.py'));
+      await bash(sb, 'python3 /tmp/escaper.py; sleep 0.3; wc -l < /testbed/ticks');
+      const found = await sb.takeOver();
+      const size = (await sb.exec(['stat', '-c', '%s', '/testbed/ticks'])).stdout.toString().trim();
+      await new Promise((r) => setTimeout(r, 300));
+      const later = (await sb.exec(['stat', '-c', '%s', '/testbed/ticks'])).stdout.toString().trim();
+      const procs = await agentProcs(sb);
+      return { observed: `${found} agent process(es) killed; ${procs} left; ticks file ${size} -> ${later} bytes`, pass: procs === 0 && size === later && found >= 1 };
+    } finally {
+      await sb.destroy();
+    }
+  },
+);
+
+faultTest('a fork bomb in a Bash call', 'stops at the pids limit and the call ends at its timeout; the sandbox and the worker keep working', async () => {
+  const sb = await Sandbox.create(docker, options(uniq('forkbomb')));
+  try {
+    const res = await within(60_000, bash(sb, 'bomb() { bomb | bomb & }; bomb', 5));
+    await sb.takeOver();
+    const procs = await agentProcs(sb);
+    const next = await bash(sb, 'echo alive');
+    const ok = /^Timed out after 5\.0s|^Exit code/.test(res.value?.observation ?? '') && next.observation.includes('alive') && procs === 0 && (await bystanderFine());
+    return { observed: `${JSON.stringify((res.value?.observation ?? res.error?.message ?? '').split('\n')[0])} after ${res.ms} ms; ${procs} left after takeOver; next call answered; bystander answered`, pass: ok };
+  } finally {
+    await sb.destroy();
+  }
+});
+
+faultTest('a memory balloon (python allocating 2 GiB in a 512 MiB sandbox)', 'killed at the memory limit (exit -9); the next call works', async () => {
+  const sb = await Sandbox.create(docker, options(uniq('balloon')));
+  try {
+    const res = await bash(sb, "python3 -c 'x = bytearray(2 << 30); print(len(x))'", 60);
+    const next = await bash(sb, 'echo alive');
+    const ok = /^Exit code: (-9|137)/.test(res.observation) && next.observation.includes('alive') && (await bystanderFine());
+    return { observed: `${JSON.stringify(res.observation.split('\n')[0])}; next call answered; bystander answered`, pass: ok };
+  } finally {
+    await sb.destroy();
+  }
+});
+
+faultTest('`sleep infinity` in a Bash call, and `nohup sleep infinity &` left behind', 'the call ends at its timeout; the background sleep is killed before the host reads anything', async () => {
+  const sb = await Sandbox.create(docker, options(uniq('sleep')));
+  try {
+    const res = await bash(sb, 'sleep infinity', 2);
+    await bash(sb, 'nohup sleep infinity >/dev/null 2>&1 &');
+    const found = await sb.takeOver();
+    const procs = await agentProcs(sb);
+    return { observed: `${JSON.stringify(res.observation.split('\n')[0])}; takeOver killed ${found}; ${procs} left`, pass: res.observation.startsWith('Timed out after 2.0s') && procs === 0 };
+  } finally {
+    await sb.destroy();
+  }
+});
+
+faultTest('`fallocate` of one 200 MiB file with a 64 MiB disk cap', 'refused by RLIMIT_FSIZE (File size limit exceeded); nothing is allocated', async () => {
+  const sb = await Sandbox.create(docker, options(uniq('fallocate'), { diskMb: 64 }));
+  try {
+    const res = await bash(sb, 'fallocate -l 200M /testbed/big; echo rc=$?; stat -c %s /testbed/big');
+    const size = Number(/\n(\d+)\n/.exec(res.observation)?.[1] ?? -1);
+    return { observed: `${JSON.stringify(res.observation.replace(/\n+/g, ' ').slice(0, 160))}`, pass: /rc=153/.test(res.observation) && size === 0 };
+  } finally {
+    await sb.destroy();
+  }
+});
+
+faultTest('writing past the disk cap in files each under it (3 x 40 MiB, cap 64 MiB)', 'the watchdog removes the sandbox and the run ends with the disk reason', async () => {
+  const runId = uniq('disk');
+  const sb = await Sandbox.create(docker, options(runId, { diskMb: 64, diskCheckMs: 300 }));
+  try {
+    await bash(sb, 'for i in 1 2 3; do head -c 40M /dev/zero > /testbed/f$i; done; sleep 30', 60).catch((e: Error) => e);
+    const after = await bash(sb, 'echo still-here').then(
+      () => new Error('the sandbox still answers'),
+      (e: Error) => e,
+    );
+    const left = await leftovers(runId);
+    return { observed: `${after.message} (${left} container(s) left)`, pass: after instanceof SandboxLimitError && /more than 64 MiB/.test(after.message) && left === 0 };
+  } finally {
+    await sb.destroy();
+  }
+});
+
+faultTest('an image whose user is root (or unset)', 'refused before anything runs, unless LILYPAD_ALLOW_ROOT_IMAGES=true (then the agent runs as uid 1000)', async () => {
+  const runId = uniq('root');
+  const refused = await Sandbox.create(docker, options(runId, { user: 'root' })).then(
+    async (sb) => {
+      await sb.destroy();
+      return new Error('created');
+    },
+    (e: Error) => e,
+  );
+  const allowed = await Sandbox.create(docker, options(uniq('root-allowed'), { user: 'root', allowRootImage: true }));
+  let uid = '';
+  try {
+    uid = (await bash(allowed, 'id -u')).observation.split('\n')[2] ?? '';
+  } finally {
+    await allowed.destroy();
+  }
+  const ok = refused instanceof SandboxImageError && /would run the agent as root/.test(refused.message) && uid === '1000' && (await leftovers(runId)) === 0;
+  return { observed: `${refused.message.slice(0, 90)}…; allowed: agent uid ${uid}`, pass: ok };
+});
