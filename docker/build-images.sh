@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Builds Lilypad's sandbox image (run as `npm run images`).
+# Builds Lilypad's images (run as `npm run images`): the sandbox, then the
+# egress proxy that setup commands reach the network through.
 #
 #   bash docker/build-images.sh [--if-missing] [--verbose]
 #
-#   --if-missing  do nothing when the sandbox image tag already exists
+#   --if-missing  build only the images whose tag does not exist yet
 #   --verbose     stream the output of docker/debootstrap instead of keeping
 #                 it in a log file (the log's tail is printed on failure)
 #
 # Environment:
-#   LILYPAD_SANDBOX_IMAGE  tag to build (default lilypad-sandbox:latest)
+#   LILYPAD_SANDBOX_IMAGE  sandbox tag to build (default lilypad-sandbox:latest)
+#   LILYPAD_EGRESS_IMAGE   egress proxy tag to build (default lilypad-egress:latest)
 #
-# The sandbox image is built FROM debian:bookworm-slim. When that base image
+# Both images are built FROM debian:bookworm-slim. When that base image
 # is not present locally it is pulled; when pulling fails (a machine with no
 # image registry) and debootstrap is installed, an equivalent minimal Debian
 # 12 root filesystem is made from Debian packages and imported under the
@@ -19,6 +21,7 @@ set -euo pipefail
 
 readonly BASE_IMAGE="debian:bookworm-slim"
 readonly SANDBOX_IMAGE="${LILYPAD_SANDBOX_IMAGE:-lilypad-sandbox:latest}"
+readonly EGRESS_IMAGE="${LILYPAD_EGRESS_IMAGE:-lilypad-egress:latest}"
 readonly PROJECT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly PULL_TIMEOUT_S=300
 
@@ -42,7 +45,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # Runs a command with its output kept in $LOGFILE (or streamed with
@@ -187,6 +190,16 @@ build_sandbox_image() {
   phase_done "sandbox: built $SANDBOX_IMAGE ($(image_size_mb "$SANDBOX_IMAGE"))"
 }
 
+build_egress_image() {
+  # Context docker/ as for the sandbox: the Dockerfile copies docker/egress/.
+  run_logged docker build \
+    --file docker/egress.Dockerfile \
+    --tag "$EGRESS_IMAGE" \
+    docker \
+    || die "docker build of $EGRESS_IMAGE failed"
+  phase_done "egress: built $EGRESS_IMAGE ($(image_size_mb "$EGRESS_IMAGE"))"
+}
+
 main() {
   while (($#)); do
     case $1 in
@@ -205,13 +218,27 @@ main() {
     || die "the Docker engine does not answer (docker info failed); start dockerd first"
   phase_done "engine: Docker $(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?') answers"
 
+  local want_sandbox=1 want_egress=1
   if ((IF_MISSING)) && image_exists "$SANDBOX_IMAGE"; then
-    phase_done "sandbox: $SANDBOX_IMAGE already present, nothing to do (--if-missing)"
+    want_sandbox=0
+    phase_done "sandbox: $SANDBOX_IMAGE already present, not rebuilt (--if-missing)"
+  fi
+  if ((IF_MISSING)) && image_exists "$EGRESS_IMAGE"; then
+    want_egress=0
+    phase_done "egress: $EGRESS_IMAGE already present, not rebuilt (--if-missing)"
+  fi
+  if ((want_sandbox == 0 && want_egress == 0)); then
+    printf '[images] %4ds  done, nothing to do\n' "$((SECONDS - STARTED_AT))"
     return 0
   fi
 
   ensure_base_image
-  build_sandbox_image
+  if ((want_sandbox)); then
+    build_sandbox_image
+  fi
+  if ((want_egress)); then
+    build_egress_image
+  fi
 
   if [[ -n $LOGFILE ]]; then
     rm -f "$LOGFILE"

@@ -17,6 +17,10 @@ export const repoConfigSchema = z
     max_steps: z.number().int().positive().max(1000).default(150),
     max_minutes: z.number().int().positive().max(600).default(60),
     draft: z.boolean().default(true),
+    // hold: Lilypad's commits carry [skip ci] until a writer releases them (`/lilypad ci`), so CI never
+    // runs unreviewed agent code with the repository's secrets. run: CI runs at once (unsafe for
+    // repositories that take issues from outsiders).
+    ci: z.enum(['hold', 'run']).default('hold'),
     labels: z.array(z.string().trim().min(1).max(50)).max(20).default(['lilypad', 'needs-human-review']),
     reviewers: z.array(z.string().trim().min(1).max(39)).max(15).optional(),
     exclude_paths: z.array(z.string().trim().min(1)).max(100).default([]),

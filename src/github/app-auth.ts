@@ -67,6 +67,9 @@ const JobOctokit = Octokit.plugin(retry, throttling);
 
 const quietLog = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };
 
+/** A token with less time left than this is replaced before use. */
+export const TOKEN_MIN_VALIDITY_MS = 10 * 60_000;
+
 export const JOB_PERMISSIONS = { contents: 'write', pull_requests: 'write', issues: 'write', metadata: 'read' } as const;
 
 /** The app's identity with GitHub: app JWT, installation clients, per-repository tokens. */
@@ -86,7 +89,7 @@ export class GitHubApp {
     });
   }
 
-  /** A client authenticated as the installation (all its repositories). */
+  /** A client authenticated as the installation (all its repositories), for short event handling. */
   installation(installationId: number): Promise<ProbotOctokit> {
     return this.probot.auth(installationId);
   }

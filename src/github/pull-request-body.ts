@@ -11,6 +11,8 @@ export interface PullRequestBodyInput {
   run: { model: string; steps: number; promptTokens: number; completionTokens: number; seconds: number; exitReason: string; image: string; runId: string };
   incomplete: boolean;
   warnings: string[];
+  /** Lilypad's commits carry [skip ci] until a writer releases them. */
+  ciHeld?: boolean;
 }
 
 const MAX_BODY = 60_000;
@@ -51,6 +53,12 @@ export function renderPullRequestBody(input: PullRequestBodyInput): string {
     `### Run\n\n| model | steps | tokens (prompt / completion) | time | exit reason | image |\n|---|---|---|---|---|---|\n` +
       `| \`${r.model}\` | ${r.steps} | ${r.promptTokens} / ${r.completionTokens} | ${formatSeconds(r.seconds)} | \`${r.exitReason}\` | \`${r.image}\` |`,
   );
+  if (input.ciHeld) {
+    parts.push(
+      '### CI is on hold\n\nLilypad\'s commits carry `[skip ci]`, so no CI workflow has run this machine-written code (CI runs with the repository\'s secrets). ' +
+        'After reading the change, someone with write access can release it by commenting `/lilypad ci` on this pull request (Lilypad then pushes an empty commit without the marker), or by pushing a commit of their own.',
+    );
+  }
   if (input.warnings.length > 0) parts.push(`<details><summary>Warnings (${input.warnings.length})</summary>\n\n${input.warnings.map((w) => `- ${escapeMentions(w)}`).join('\n')}\n\n</details>`);
   parts.push(`---\n\n${MACHINE_WRITTEN_NOTICE}`);
   parts.push(`Closes #${input.issueNumber}`);

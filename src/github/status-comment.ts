@@ -8,7 +8,7 @@ export type StatusState =
   | { state: 'queued'; position: number | null; note?: string }
   | { state: 'running'; step: number; phase?: string }
   | { state: 'testing'; which: 'before' | 'after' }
-  | { state: 'done'; prUrl: string; prNumber: number; incomplete: boolean; updated: boolean; exitReason: string; draft?: boolean }
+  | { state: 'done'; prUrl: string; prNumber: number; incomplete: boolean; updated: boolean; exitReason: string; draft?: boolean; note?: string }
   | { state: 'no_change'; why: string }
   | { state: 'failed'; what: string; todo: string }
   | { state: 'cancelled'; by?: string | undefined; why?: string | undefined };
@@ -40,6 +40,7 @@ export function renderStatus(s: StatusState, triggeredBy?: string): string {
       text = s.incomplete
         ? `⚠️ **Done, incomplete**${who}: ${whyUnfinished(s.exitReason)} before the agent finished; the partial change is in ${kind} #${s.prNumber} (${s.prUrl}). It needs more work.`
         : `✅ **Done**${who}: ${s.updated ? 'updated' : 'opened'} ${kind} #${s.prNumber} (${s.prUrl}) for human review.`;
+      if (s.note) text += ` ${s.note}`;
       break;
     }
     case 'no_change':
@@ -65,6 +66,8 @@ export class StatusComments {
     private readonly prefix: string,
     /** Error texts end up in these comments: nothing secret-shaped may be published with them. */
     private readonly scanner: SecretScanner = new SecretScanner(),
+    /** This app's bot login (`<slug>[bot]`): only its own marker comments are adopted. */
+    private readonly botLogin: () => Promise<string> = async () => '',
   ) {}
 
   private key(ref: IssueRef): string {
@@ -96,6 +99,7 @@ export class StatusComments {
   }
 
   private async find(client: GitHubClient, ref: IssueRef): Promise<number> {
+    const bot = (await this.botLogin()).toLowerCase();
     for (let page = 1; page <= 10; page++) {
       const res = await client.request('GET /repos/{owner}/{repo}/issues/{issue_number}/comments', {
         owner: ref.owner,
@@ -104,7 +108,8 @@ export class StatusComments {
         per_page: 100,
         page,
       });
-      const hit = res.data.find((c) => c.body?.startsWith(STATUS_MARKER) && c.user?.type === 'Bot');
+      // Anyone can paste the marker into a comment; only the one this app's bot wrote is the status.
+      const hit = res.data.find((c) => c.body?.startsWith(STATUS_MARKER) && c.user?.type === 'Bot' && (!bot || c.user.login.toLowerCase() === bot));
       if (hit) return Number(hit.id);
       if (res.data.length < 100) return 0;
     }

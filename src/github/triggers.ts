@@ -3,10 +3,11 @@ import type { Redis } from 'ioredis';
 import type { Env } from '../config/env.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { CancelBus } from '../queue/cancel-bus.ts';
-import { runJobId, type EventJob, type RunJob } from '../queue/jobs.ts';
+import { pinText, runJobId, type EventJob, type IssueEdit, type PinnedText, type RunJob } from '../queue/jobs.ts';
 import { withRedisLock } from '../queue/redis-lock.ts';
 import type { GitHubApp } from './app-auth.ts';
 import type { GitHubClient, IssueRef } from './client.ts';
+import { releaseCi } from './ci-release.ts';
 import { hasWriteAccess } from './permissions.ts';
 import { CONFIG_PATH, loadRepoConfig } from './repo-config-loader.ts';
 import type { StatusComments } from './status-comment.ts';
@@ -35,6 +36,9 @@ export function intentOf(evt: EventJob, triggerLabel: string): Intent {
       return same(evt.label) ? { kind: 'cancel', why: `the \`${triggerLabel}\` label was removed` } : { kind: 'ignore' };
     case 'closed':
       return { kind: 'cancel', why: 'the issue was closed' };
+    case 'edited':
+    case 'ci':
+      return { kind: 'ignore' };
     case 'comment': {
       const words = (evt.commentBody ?? '').trim().split(/\s+/);
       if (words[0]?.toLowerCase() !== '/lilypad') return { kind: 'ignore' };
@@ -59,13 +63,18 @@ export async function handleEvent(evt: EventJob, deps: TriggerDeps): Promise<str
 
   // An issue closed needs no permission check: a job for a closed issue is stale anyway.
   if (evt.kind === 'closed') return cancel(evt, deps, octokit, ref, jobId, 'the issue was closed', false);
+  if (evt.kind === 'edited') return recordEdit(evt, deps, octokit, jobId);
 
   const loaded = await loadRepoConfig(installation, evt.owner, evt.repo);
   const triggerLabel = loaded.ok ? loaded.config.trigger_label : 'lilypad';
+  const allowBots = loaded.ok ? loaded.config.allow_bots : [];
+  if (evt.kind === 'ci') {
+    if (evt.sender.type === 'Bot' && !allowBots.includes(evt.sender.login)) return `ignored: bot ${evt.sender.login} is not in allow_bots`;
+    return ciCommand(evt, deps, octokit, ref, triggerLabel);
+  }
   const intent = intentOf(evt, triggerLabel);
   if (intent.kind === 'ignore') return 'ignored: not a Lilypad event';
 
-  const allowBots = loaded.ok ? loaded.config.allow_bots : [];
   if (evt.sender.type === 'Bot' && !allowBots.includes(evt.sender.login)) return `ignored: bot ${evt.sender.login} is not in allow_bots`;
 
   if (!(await hasWriteAccess(octokit, evt.owner, evt.repo, evt.sender.login))) {
@@ -95,8 +104,15 @@ async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient,
       await comment(octokit, ref, `@${evt.sender.login} Lilypad ${what}; see the status comment above. Remove the label or comment \`/lilypad cancel\` to stop it.`);
       return `duplicate: job ${jobId} is ${state}`;
     }
-    if (existing) await existing.remove().catch(() => undefined);
+    if (existing) {
+      // A finished job that cannot be removed would swallow this trigger after "Queued" is shown.
+      await existing.remove().catch((err: unknown) => {
+        throw new Error(`could not replace the finished job ${jobId}: ${(err as Error).message}`);
+      });
+    }
     await deps.cancelBus.clear(jobId);
+    await deps.redis.del(editsKey(deps, jobId));
+    const pinned = evt.issueTitle !== undefined ? pinText(evt.issueTitle, evt.issueBody) : await currentText(octokit, ref);
     const data: RunJob = {
       installationId: evt.installationId,
       repoId: evt.repoId,
@@ -108,6 +124,7 @@ async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient,
       label,
       deliveryId: evt.deliveryId,
       queuedAt: new Date().toISOString(),
+      pinned,
     };
     // Say "queued" before the job exists, so a fast worker's "running" can never be overwritten.
     const position = (await deps.runs.getWaitingCount()) + 1;
@@ -148,6 +165,36 @@ async function cancel(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, r
     await react(octokit, ref, evt);
     return `cancel requested for running job ${jobId}`;
   });
+}
+
+/** `/lilypad ci` on a pull request: a writer releases the CI that Lilypad's commits hold. */
+async function ciCommand(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, label: string): Promise<string> {
+  if (!(await hasWriteAccess(octokit, evt.owner, evt.repo, evt.sender.login))) {
+    await replyOnce(deps, octokit, ref, `denied-ci:${evt.sender.login}`, politeRefusal(evt.sender.login, label));
+    return `refused: ${evt.sender.login} lacks write access`;
+  }
+  await react(octokit, ref, { ...evt, kind: 'comment' });
+  const outcome = await releaseCi(octokit, { github: deps.github, installationId: evt.installationId, owner: evt.owner, repo: evt.repo, pullNumber: evt.issueNumber, requestedBy: evt.sender.login });
+  await comment(octokit, ref, `**Lilypad**: ${outcome}.`);
+  return `ci: ${outcome}`;
+}
+
+export const editsKey = (deps: { env: Env }, jobId: string): string => `${deps.env.LILYPAD_QUEUE_PREFIX}:edits:${jobId}`;
+
+/** An edit of an issue whose job waits or runs: remember who made it and whether they may. */
+async function recordEdit(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, jobId: string): Promise<string> {
+  const job = await deps.runs.getJob(jobId);
+  const state = job ? await job.getState() : undefined;
+  if (!state || !LIVE_STATES.has(state)) return 'ignored: no live job for the edited issue';
+  const writer = evt.sender.type !== 'Bot' && (await hasWriteAccess(octokit, evt.owner, evt.repo, evt.sender.login));
+  const entry: IssueEdit = { login: evt.sender.login, writer, at: evt.receivedAt };
+  await deps.redis.multi().rpush(editsKey(deps, jobId), JSON.stringify(entry)).expire(editsKey(deps, jobId), 30 * 24 * 3600).exec();
+  return `recorded an edit by ${evt.sender.login} (${writer ? 'writer' : 'no write access'})`;
+}
+
+async function currentText(octokit: GitHubClient, ref: IssueRef): Promise<PinnedText> {
+  const issue = (await octokit.request('GET /repos/{owner}/{repo}/issues/{issue_number}', { owner: ref.owner, repo: ref.repo, issue_number: ref.issueNumber })).data;
+  return pinText(issue.title, issue.body);
 }
 
 function withIssueLock<T>(deps: TriggerDeps, jobId: string, fn: () => Promise<T>): Promise<T> {

@@ -32,7 +32,7 @@ export function lilypadApp(events: Queue<EventJob>): ApplicationFunction {
     app.on('issues.labeled', async (context) => {
       const { issue, label } = context.payload;
       if (issue.pull_request || !label) return;
-      await enqueue(context, { kind: 'labeled', issueNumber: issue.number, label: label.name });
+      await enqueue(context, { kind: 'labeled', issueNumber: issue.number, label: label.name, issueTitle: issue.title, issueBody: issue.body ?? '' });
     });
     app.on('issues.unlabeled', async (context) => {
       const { issue, label } = context.payload;
@@ -45,8 +45,26 @@ export function lilypadApp(events: Queue<EventJob>): ApplicationFunction {
     });
     app.on('issue_comment.created', async (context) => {
       const { issue, comment } = context.payload;
-      if (issue.pull_request || !/^\s*\/lilypad\b/i.test(comment.body)) return;
-      await enqueue(context, { kind: 'comment', issueNumber: issue.number, commentId: comment.id, commentBody: comment.body.slice(0, 500) });
+      if (!/^\s*\/lilypad\b/i.test(comment.body)) return;
+      if (issue.pull_request) {
+        // On a pull request, only `/lilypad ci` is understood here: it releases held CI.
+        if (/^\s*\/lilypad\s+ci\s*$/i.test(comment.body)) await enqueue(context, { kind: 'ci', issueNumber: issue.number, commentId: comment.id });
+        return;
+      }
+      await enqueue(context, {
+        kind: 'comment',
+        issueNumber: issue.number,
+        commentId: comment.id,
+        commentBody: comment.body.slice(0, 500),
+        issueTitle: issue.title,
+        issueBody: issue.body ?? '',
+      });
+    });
+    // Who edits an issue while its job waits or runs decides whether the pinned text still holds.
+    app.on('issues.edited', async (context) => {
+      const { issue, changes } = context.payload;
+      if (issue.pull_request || !(changes.title || changes.body)) return;
+      await enqueue(context, { kind: 'edited', issueNumber: issue.number });
     });
   };
 }

@@ -7,217 +7,148 @@ import { ModelClient } from '../agent/model-client.ts';
 import { prepareIssue } from '../agent/prompt.ts';
 import { JsonlTrajectory } from '../agent/trajectory.ts';
 import type { Env } from '../config/env.ts';
+import { imageAllowed } from '../config/image-policy.ts';
 import type { RepoConfig } from '../config/repo-config.ts';
-import { GitHubApp, type RepoToken } from '../github/app-auth.ts';
+import type { GitHubApp } from '../github/app-auth.ts';
 import type { GitHubClient, IssueRef } from '../github/client.ts';
 import { loadRepoConfig } from '../github/repo-config-loader.ts';
-import { hasWriteAccess } from '../github/permissions.ts';
+import { RepoTokens } from '../github/repo-tokens.ts';
 import { quoteUntrusted, renderPullRequestBody } from '../github/pull-request-body.ts';
 import { upsertPullRequest } from '../github/pull-request.ts';
-import type { StatusComments, StatusState } from '../github/status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
 import { SecretScanner } from '../observability/secrets.ts';
-import type { RunJob } from '../queue/jobs.ts';
+import { textDigest, type RunJob } from '../queue/jobs.ts';
 import { CancelledError, reasonText } from '../sandbox/errors.ts';
-import { checkoutFromMirror, updateMirror, type Checkout } from '../workspace/mirror.ts';
-import { prepareChange, pushBranch, type PreparedChange } from '../workspace/publish.ts';
+import { checkoutFromMirror, updateMirror } from '../workspace/mirror.ts';
+import { prepareChange, type PreparedChange } from '../workspace/publish.ts';
 import { UserError } from './failures.ts';
+import { pushWithoutOverwriting } from './publish-change.ts';
+import type { RunStatus } from './run-status.ts';
 import { runSandboxSession, type SandboxSessionResult, type SetupNetworkProvider } from './sandbox-session.ts';
+import { checkPinnedText, parseEdits, StaleTriggerError, validateTrigger, type IssueText } from './validate-trigger.ts';
+
+export { branchFor } from './publish-change.ts';
 
 export interface RunJobDeps {
   env: Env;
   github: GitHubApp;
   docker: Docker;
   redis: Redis;
-  status: StatusComments;
   logger: Logger;
   workerId: string;
   /** Where setup commands may connect (the egress proxy); null: no network for setup. */
   setupNetwork: SetupNetworkProvider | null;
   /** Extra container labels (job id, worker instance) so that orphans can be swept. */
   labels: Record<string, string>;
+  /** When the whole job must be over (LILYPAD_JOB_MAX_MINUTES); the agent's budget fits inside it. */
+  deadlineAt: number;
 }
 
 export type RunJobOutcome =
-  | { result: 'pull_request'; number: number; url: string; updated: boolean; incomplete: boolean }
+  | { result: 'pull_request'; number: number; url: string; updated: boolean; incomplete: boolean; branch: string }
   | { result: 'no_change'; why: string }
   | { result: 'stale'; why: string }
   | { result: 'cancelled' };
 
-export const branchFor = (issueNumber: number): string => `lilypad/issue-${issueNumber}`;
-
 const BUDGET_EXITS = new Set(['max_turns', 'max_context_len', 'max_tokens_per_turn', 'max_time', 'llm_query_error', 'tool_error']);
+/** Time kept back from the agent for the tests on the change and publishing. */
+const PUBLISH_RESERVE_S = 180;
+
+/** One job's context, shared by its phases. */
+interface JobContext {
+  job: RunJob;
+  deps: RunJobDeps;
+  signal: AbortSignal;
+  runId: string;
+  status: RunStatus;
+  log: Logger;
+  ref: IssueRef;
+  tokens: RepoTokens;
+  scanner: () => SecretScanner;
+  step: <T>(name: string, fn: () => Promise<T>) => Promise<T>;
+}
 
 /**
  * The job spine: one labelled issue becomes a draft pull request, or an honest account of why
- * not. Every side effect is idempotent (a retry or re-run updates the same branch, pull request
- * and status comment), and the sandbox, workspaces and token are released whatever happens.
+ * not. Every side effect is idempotent (a retry or re-run updates its own branch, pull request and
+ * status comment, never anyone else's commits), every final status goes through `status`, and the
+ * sandbox, workspaces and tokens are released whatever happens.
  */
-export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSignal, runId: string): Promise<RunJobOutcome> {
-  const ref: IssueRef = { owner: job.owner, repo: job.repo, issueNumber: job.issueNumber };
+export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSignal, runId: string, status: RunStatus, tokens: RepoTokens): Promise<RunJobOutcome> {
   const log = deps.logger.child({ runId, issue: `${job.owner}/${job.repo}#${job.issueNumber}` });
-  const installation = await deps.github.installation(job.installationId);
-  // Status edits are best effort and strictly ordered: a slow progress edit can never land after
-  // the final one, and a failed edit never fails (or re-runs) the job.
-  let statusChain: Promise<void> = Promise.resolve();
-  let progressPending = false;
-  const setStatus = (state: StatusState): Promise<void> => {
-    statusChain = statusChain
-      .then(() => deps.status.set(installation as unknown as GitHubClient, ref, state, job.triggeredBy))
-      .catch((err: unknown) => log.warn({ err: (err as Error).message, state: state.state }, 'status update failed'));
-    return statusChain;
-  };
   const cleanups: Array<() => Promise<unknown>> = [];
-  const step = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
-    if (signal.aborted) throw new CancelledError(reasonText(signal.reason));
-    const t = Date.now();
-    try {
-      return await fn();
-    } finally {
-      log.info({ phase: name, ms: Date.now() - t }, `phase ${name}`);
-    }
+  const baseScanner = new SecretScanner([deps.env.OPENAI_API_KEY, deps.env.WEBHOOK_SECRET, deps.github.opts.privateKey]);
+  // Every token minted for the job is a secret to refuse and redact, including later ones.
+  const scanner = () => baseScanner.withValues(tokens.secretValues());
+  const ctx: JobContext = {
+    job,
+    deps,
+    signal,
+    runId,
+    status,
+    log,
+    ref: { owner: job.owner, repo: job.repo, issueNumber: job.issueNumber },
+    tokens,
+    scanner,
+    step: async (name, fn) => {
+      if (signal.aborted) throw new CancelledError(reasonText(signal.reason));
+      const t = Date.now();
+      try {
+        return await fn();
+      } finally {
+        log.info({ phase: name, ms: Date.now() - t }, `phase ${name}`);
+      }
+    },
   };
-
   try {
-    // 1. The trigger must still hold: issue open, label present, permission.
-    const issue = await step('validate', () => validateTrigger(installation, job));
-    if (typeof issue === 'string') {
-      await setStatus({ state: 'cancelled', why: issue });
-      return { result: 'stale', why: issue };
+    // 1. The trigger must still hold: issue open, label present, permission, text as pinned.
+    const installation = await deps.github.installation(job.installationId);
+    let text: IssueText;
+    try {
+      text = await ctx.step('validate', () => validateTrigger(installation as unknown as GitHubClient, job, () => recordedEdits(ctx)));
+    } catch (err) {
+      if (!(err instanceof StaleTriggerError)) throw err;
+      await status.finish({ state: 'cancelled', why: err.message });
+      return { result: 'stale', why: err.message };
     }
-    const config = await step('config', () => loadConfigOrFail(installation, ref));
+    const config = await ctx.step('config', () => loadConfigOrFail(installation, ctx.ref));
+    await status.phase({ state: 'running', step: 0, phase: 'preparing the sandbox' });
 
-    // 2. A token for this one repository; it only ever leaves memory as an HTTP header.
-    const token = await step('token', () => deps.github.mintRepoToken(job.installationId, job.repo));
-    cleanups.push(() => token.revoke());
-    const client = token.rest();
-    const scanner = new SecretScanner([token.secretValue(), deps.env.OPENAI_API_KEY, deps.env.WEBHOOK_SECRET, deps.github.opts.privateKey]);
-    await setStatus({ state: 'running', step: 0, phase: 'preparing the sandbox' });
-
-    // 3. Clone on the host through the mirror cache.
-    const repoInfo = (await client.request('GET /repos/{owner}/{repo}', { owner: job.owner, repo: job.repo })).data;
-    const baseBranch = repoInfo.default_branch;
-    const mirrorDir = await step('mirror', () => updateMirror(deps.env.LILYPAD_DATA_DIR, repoInfo.clone_url, token.gitAuthHeader()));
-    const checkout: Checkout = await step('checkout', () => checkoutFromMirror(mirrorDir, baseBranch));
+    // 2. Clone on the host through the mirror cache (tokens only ever as HTTP headers).
+    const repoInfo = (await (await tokens.rest()).request('GET /repos/{owner}/{repo}', { owner: job.owner, repo: job.repo })).data;
+    const mirrorDir = await ctx.step('mirror', async () => updateMirror(deps.env.LILYPAD_DATA_DIR, repoInfo.clone_url, await tokens.gitAuthHeader()));
+    const checkout = await ctx.step('checkout', () => checkoutFromMirror(mirrorDir, repoInfo.default_branch));
     cleanups.push(() => checkout.dispose());
 
-    // 4. Sandbox: setup with network, cut, tests before, agent, patch, tests after.
-    const outDir = path.join(deps.env.LILYPAD_DATA_DIR, 'runs', runId);
-    await mkdir(outDir, { recursive: true });
-    const trajectory = new JsonlTrajectory(path.join(outDir, 'trajectory.jsonl'), scanner);
-    cleanups.push(() => trajectory.close());
-    const client4model = new ModelClient({
-      baseURL: deps.env.OPENAI_BASE_URL,
-      apiKey: deps.env.OPENAI_API_KEY,
-      timeoutMs: deps.env.LILYPAD_MODEL_TIMEOUT_SECONDS * 1000,
-      maxRetries: deps.env.LILYPAD_MODEL_RETRIES,
-      retryBaseMs: deps.env.LILYPAD_MODEL_RETRY_BASE_MS,
-    });
-    const model = await step('model', () => client4model.resolveModel(deps.env.LILYPAD_MODEL, signal));
-    const prepared = prepareIssue(issue.title, issue.body);
-    const image = config.image ?? deps.env.LILYPAD_SANDBOX_IMAGE;
-    if (!imageAllowed(image, deps.env.LILYPAD_SANDBOX_IMAGE, deps.env.LILYPAD_ALLOWED_IMAGES)) {
-      throw new UserError(
-        `the sandbox image \`${image}\` named in \`.github/lilypad.yml\` is not allowed on this Lilypad installation.`,
-        `use the default image (remove \`image:\`) or one that matches LILYPAD_ALLOWED_IMAGES (${deps.env.LILYPAD_ALLOWED_IMAGES}); ask the administrator to allow another.`,
-      );
-    }
-    // The repository may ask for less than the administrator allows, never more.
-    const maxSteps = Math.min(config.max_steps, deps.env.LILYPAD_MAX_STEPS);
+    // 3. Sandbox: setup through the proxy, cut, tests before, agent, patch, tests after.
     const started = Date.now();
-    let lastStatusAt = 0;
-    const statusEveryMs = deps.env.LILYPAD_STATUS_INTERVAL_MS;
-    const phaseStatus = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
-      if (name === 'tests_before' || name === 'tests_after') await setStatus({ state: 'testing', which: name === 'tests_before' ? 'before' : 'after' });
-      if (name === 'agent') await setStatus({ state: 'running', step: 0, phase: 'the agent is starting' });
-      return step(name, fn);
-    };
-    const session: SandboxSessionResult = await runSandboxSession({
-      docker: deps.docker,
-      checkoutDir: checkout.dir,
-      baseCommit: checkout.baseCommit,
-      sandbox: {
-        image,
-        workdir: deps.env.LILYPAD_SANDBOX_WORKDIR,
-        user: deps.env.LILYPAD_SANDBOX_USER,
-        allowRootImage: deps.env.LILYPAD_ALLOW_ROOT_IMAGES,
-        memoryMb: deps.env.LILYPAD_SANDBOX_MEMORY_MB,
-        cpus: deps.env.LILYPAD_SANDBOX_CPUS,
-        pids: deps.env.LILYPAD_SANDBOX_PIDS,
-        diskMb: deps.env.LILYPAD_SANDBOX_DISK_MB,
-        maxLineBytes: deps.env.LILYPAD_TOOLBOX_MAX_LINE_MB * 1024 * 1024,
-      },
-      runId,
-      workerId: deps.workerId,
-      labels: { ...deps.labels, 'dev.lilypad.issue': `${job.owner}/${job.repo}#${job.issueNumber}` },
-      setup: config.setup,
-      setupNetwork: deps.setupNetwork,
-      setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, deps.env.LILYPAD_SETUP_TIMEOUT_SECONDS),
-      testCommand: config.test,
-      testTimeoutSeconds: Math.min(config.test_timeout_minutes * 60, deps.env.LILYPAD_TEST_TIMEOUT_SECONDS),
-      issue: prepared,
-      model,
-      client: client4model,
-      budgets: {
-        maxSteps,
-        maxContextTokens: deps.env.LILYPAD_MAX_CONTEXT_TOKENS,
-        maxTokensPerTurn: deps.env.LILYPAD_MAX_TOKENS_PER_TURN,
-        maxWallSeconds: Math.min(config.max_minutes * 60, deps.env.LILYPAD_MAX_WALL_SECONDS),
-        bashTimeoutCapSeconds: deps.env.LILYPAD_BASH_TIMEOUT_CAP_SECONDS,
-      },
-      trajectory,
-      signal,
-      phase: phaseStatus,
-      onProgress: (p) => {
-        if (Date.now() - lastStatusAt < statusEveryMs) return;
-        lastStatusAt = Date.now();
-        if (progressPending) return;
-        progressPending = true;
-        void setStatus({ state: 'running', step: p.step, phase: `agent step ${p.step} of at most ${maxSteps}` }).finally(() => (progressPending = false));
-      },
-    });
+    const { session, model, image } = await runInSandbox(ctx, config, text, checkout);
     const agent = session.agent;
     if (agent.exitReason === 'cancelled') throw new CancelledError();
-    const warnings = [...agent.warnings];
-    if (prepared.warning) warnings.push(prepared.warning);
 
-    // 5. The diff leaves the container as data; filter, scan, commit as the app.
+    // 4. The diff leaves the container as data; filter, scan, commit as the app, push, PR.
     const patch = session.patch?.diff ?? Buffer.alloc(0);
     if (patch.length === 0) {
       const why =
         agent.exitReason === 'agent'
-          ? `the agent finished without changing any file. Its last words: ${quoteLine(quoteUntrusted(scanner.redact(agent.finalAnswer)))}`
-          : `the run ended (\`${agent.exitReason}\`${agent.error ? `: ${agent.error}` : ''}) before the agent changed any file.`;
-      await setStatus({ state: 'no_change', why });
+          ? `the agent finished without changing any file. Its last words: ${quoteLine(quoteUntrusted(scanner().redact(agent.finalAnswer)))}`
+          : `the run ended (\`${agent.exitReason}\`${agent.error ? `: ${agent.error}` : ''}) before a change could be taken from the sandbox.`;
+      await status.finish({ state: 'no_change', why });
       return { result: 'no_change', why };
     }
-    const identity = await deps.github.appIdentity();
-    const host = new URL(repoInfo.html_url).host;
-    const author = {
-      name: `${identity.slug}[bot]`,
-      email: `${identity.botUserId ?? identity.id}+${identity.slug}[bot]@users.noreply.${host}`,
-    };
-    const change: PreparedChange = await step('apply', () =>
-      prepareChange({
-        mirrorDir,
-        baseCommit: checkout.baseCommit,
-        patch,
-        excludePaths: config.exclude_paths,
-        message: `${issue.title.slice(0, 120)}\n\nDrafted by Lilypad for #${job.issueNumber}; needs human review.`,
-        author,
-      }),
-    );
+    const change = await ctx.step('apply', () => applyChange(ctx, config, text, mirrorDir, checkout.baseCommit, patch, repoInfo.html_url));
     cleanups.push(() => change.dispose());
     if (!change.hasChanges) {
       const why = `every file the agent changed is left out of pull requests: ${change.dropped.map((d) => `\`${d.path}\` (${d.reason})`).join('; ')}.`;
-      await setStatus({ state: 'no_change', why });
+      await status.finish({ state: 'no_change', why });
       return { result: 'no_change', why };
     }
     const incomplete = BUDGET_EXITS.has(agent.exitReason);
+    const warnings = [...agent.warnings];
     const body = renderPullRequestBody({
       issueNumber: job.issueNumber,
-      issueTitle: issue.title,
-      summary: scanner.redact(agent.finalAnswer),
+      issueTitle: text.title,
+      summary: scanner().redact(agent.finalAnswer),
       files: change.files,
       dropped: change.dropped,
       tests: session.tests,
@@ -233,52 +164,188 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
       },
       incomplete,
       warnings,
+      ciHeld: config.ci === 'hold',
     });
-    const title = `${incomplete ? '[incomplete] ' : ''}Lilypad: ${issue.title}`.slice(0, 250);
-    await refuseSecrets(scanner, patch, [body, title]);
-
-    // 6. Push the branch and open (or update) the draft pull request. From the push on, a cancel
-    //    no longer interrupts: a pushed branch without its pull request would be half-published.
-    if (signal.aborted) throw new CancelledError(reasonText(signal.reason));
-    const branch = branchFor(job.issueNumber);
-    await step('push', () => pushBranch(change.dir, repoInfo.clone_url, branch, token.gitAuthHeader()));
-    const pr = await upsertPullRequest(client, {
-      owner: job.owner,
-      repo: job.repo,
-      branch,
-      base: baseBranch,
-      title,
-      body,
-      draft: config.draft,
-      labels: config.labels,
-      reviewers: config.reviewers ?? [job.triggeredBy],
-    });
-    for (const w of pr.warnings) log.warn({ warning: w }, 'pull request');
-    await setStatus({ state: 'done', prUrl: pr.url, prNumber: pr.number, incomplete, updated: pr.updated, exitReason: agent.exitReason, draft: config.draft });
-    return { result: 'pull_request', number: pr.number, url: pr.url, updated: pr.updated, incomplete };
+    const title = `${incomplete ? '[incomplete] ' : ''}Lilypad: ${text.title}`.slice(0, 250);
+    await refuseSecrets(scanner(), patch, [body, title]);
+    return await publish(ctx, config, change, { title, body, baseBranch: repoInfo.default_branch, cloneUrl: repoInfo.clone_url, incomplete, exitReason: agent.exitReason });
   } finally {
-    // 8. Release everything, newest first, whatever happened.
+    // Release everything, newest first, whatever happened.
     for (const cleanup of cleanups.reverse()) await cleanup().catch((err: unknown) => log.warn({ err: (err as Error).message }, 'cleanup failed'));
   }
 }
 
-interface IssueText {
-  title: string;
-  body: string;
+async function runInSandbox(
+  ctx: JobContext,
+  config: RepoConfig,
+  text: IssueText,
+  checkout: { dir: string; baseCommit: string },
+): Promise<{ session: SandboxSessionResult; model: string; image: string }> {
+  const { deps, job, status } = ctx;
+  const outDir = path.join(deps.env.LILYPAD_DATA_DIR, 'runs', ctx.runId);
+  await mkdir(outDir, { recursive: true });
+  const trajectory = new JsonlTrajectory(path.join(outDir, 'trajectory.jsonl'), ctx.scanner());
+  try {
+    const client = new ModelClient({
+      baseURL: deps.env.OPENAI_BASE_URL,
+      apiKey: deps.env.OPENAI_API_KEY,
+      timeoutMs: deps.env.LILYPAD_MODEL_TIMEOUT_SECONDS * 1000,
+      maxRetries: deps.env.LILYPAD_MODEL_RETRIES,
+      retryBaseMs: deps.env.LILYPAD_MODEL_RETRY_BASE_MS,
+    });
+    const model = await ctx.step('model', () => client.resolveModel(deps.env.LILYPAD_MODEL, ctx.signal));
+    const prepared = prepareIssue(text.title, text.body);
+    const image = config.image ?? deps.env.LILYPAD_SANDBOX_IMAGE;
+    if (!imageAllowed(image, deps.env.LILYPAD_SANDBOX_IMAGE, deps.env.LILYPAD_ALLOWED_IMAGES)) {
+      throw new UserError(
+        `the sandbox image \`${image}\` named in \`.github/lilypad.yml\` is not allowed on this Lilypad installation.`,
+        `use the default image (remove \`image:\`) or one that matches LILYPAD_ALLOWED_IMAGES (${deps.env.LILYPAD_ALLOWED_IMAGES || 'empty: the default image only'}); ask the administrator to allow another.`,
+      );
+    }
+    // The repository may ask for less than the administrator allows, never more.
+    const maxSteps = Math.min(config.max_steps, deps.env.LILYPAD_MAX_STEPS);
+    const testTimeoutSeconds = Math.min(config.test_timeout_minutes * 60, deps.env.LILYPAD_TEST_TIMEOUT_SECONDS);
+    let lastStatusAt = 0;
+    const session = await runSandboxSession({
+      docker: deps.docker,
+      checkoutDir: checkout.dir,
+      baseCommit: checkout.baseCommit,
+      sandbox: {
+        image,
+        workdir: deps.env.LILYPAD_SANDBOX_WORKDIR,
+        user: deps.env.LILYPAD_SANDBOX_USER,
+        allowRootImage: deps.env.LILYPAD_ALLOW_ROOT_IMAGES,
+        memoryMb: deps.env.LILYPAD_SANDBOX_MEMORY_MB,
+        cpus: deps.env.LILYPAD_SANDBOX_CPUS,
+        pids: deps.env.LILYPAD_SANDBOX_PIDS,
+        diskMb: deps.env.LILYPAD_SANDBOX_DISK_MB,
+        maxLineBytes: deps.env.LILYPAD_TOOLBOX_MAX_LINE_MB * 1024 * 1024,
+      },
+      runId: ctx.runId,
+      workerId: deps.workerId,
+      labels: { ...deps.labels, 'dev.lilypad.issue': `${job.owner}/${job.repo}#${job.issueNumber}` },
+      setup: config.setup,
+      setupNetwork: deps.setupNetwork,
+      setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, deps.env.LILYPAD_SETUP_TIMEOUT_SECONDS),
+      testCommand: config.test,
+      testTimeoutSeconds,
+      issue: prepared,
+      model,
+      client,
+      budgets: {
+        maxSteps,
+        maxContextTokens: deps.env.LILYPAD_MAX_CONTEXT_TOKENS,
+        maxTokensPerTurn: deps.env.LILYPAD_MAX_TOKENS_PER_TURN,
+        maxWallSeconds: agentWallSeconds(ctx, config, testTimeoutSeconds),
+        bashTimeoutCapSeconds: deps.env.LILYPAD_BASH_TIMEOUT_CAP_SECONDS,
+      },
+      trajectory,
+      signal: ctx.signal,
+      phase: async (name, fn) => {
+        if (name === 'tests_before' || name === 'tests_after') await status.phase({ state: 'testing', which: name === 'tests_before' ? 'before' : 'after' });
+        if (name === 'agent') {
+          await recheckPinnedText(ctx);
+          await status.phase({ state: 'running', step: 0, phase: 'the agent is starting' });
+        }
+        return ctx.step(name, fn);
+      },
+      onProgress: (p) => {
+        if (Date.now() - lastStatusAt < deps.env.LILYPAD_STATUS_INTERVAL_MS) return;
+        lastStatusAt = Date.now();
+        status.progress({ state: 'running', step: p.step, phase: `agent step ${p.step} of at most ${maxSteps}` });
+      },
+    });
+    if (prepared.warning) session.agent.warnings.push(prepared.warning);
+    return { session, model, image };
+  } finally {
+    await trajectory.close();
+  }
 }
 
-/** Returns the issue text, or why the trigger no longer holds. */
-async function validateTrigger(octokit: ProbotOctokit, job: RunJob): Promise<IssueText | string> {
-  const issue = (await octokit.request('GET /repos/{owner}/{repo}/issues/{issue_number}', { owner: job.owner, repo: job.repo, issue_number: job.issueNumber })).data;
-  if (issue.state !== 'open') return 'the issue was closed before the job started.';
-  if (job.trigger === 'label') {
-    const labels = issue.labels.map((l) => (typeof l === 'string' ? l : l.name ?? ''));
-    if (!labels.some((l) => l.toLowerCase() === job.label.toLowerCase())) return `the \`${job.label}\` label was removed before the job started.`;
-  }
-  if (!(await hasWriteAccess(octokit as unknown as GitHubClient, job.owner, job.repo, job.triggeredBy))) {
-    return `@${job.triggeredBy} no longer has write access to this repository.`;
-  }
-  return { title: issue.title, body: issue.body ?? '' };
+/** The agent's wall clock: the configured budget, cut so that the whole job ends by its deadline. */
+function agentWallSeconds(ctx: JobContext, config: RepoConfig, testTimeoutSeconds: number): number {
+  const configured = Math.min(config.max_minutes * 60, ctx.deps.env.LILYPAD_MAX_WALL_SECONDS);
+  const left = Math.floor((ctx.deps.deadlineAt - Date.now()) / 1000) - testTimeoutSeconds - PUBLISH_RESERVE_S;
+  return Math.max(30, Math.min(configured, left));
+}
+
+/** Setup and the tests can take a while: the issue text is checked again right before the agent. */
+async function recheckPinnedText(ctx: JobContext): Promise<void> {
+  if (!ctx.job.pinned) return;
+  const issue = (await (await ctx.tokens.rest()).request('GET /repos/{owner}/{repo}/issues/{issue_number}', { owner: ctx.job.owner, repo: ctx.job.repo, issue_number: ctx.job.issueNumber })).data;
+  await checkPinnedText(ctx.job, textDigest(issue.title, issue.body), () => recordedEdits(ctx));
+}
+
+async function recordedEdits(ctx: JobContext) {
+  const key = `${ctx.deps.env.LILYPAD_QUEUE_PREFIX}:edits:run-${ctx.job.repoId}-${ctx.job.issueNumber}`;
+  return parseEdits(await ctx.deps.redis.lrange(key, 0, -1));
+}
+
+async function applyChange(ctx: JobContext, config: RepoConfig, text: IssueText, mirrorDir: string, baseCommit: string, patch: Buffer, htmlUrl: string): Promise<PreparedChange> {
+  const identity = await ctx.deps.github.appIdentity();
+  const host = new URL(htmlUrl).host;
+  // CI systems skip a push whose head commit says [skip ci]: nothing runs the agent's code with
+  // the repository's secrets until a writer releases it.
+  const hold = config.ci === 'hold' ? '\n\n[skip ci]' : '';
+  return prepareChange({
+    mirrorDir,
+    baseCommit,
+    patch,
+    excludePaths: config.exclude_paths,
+    message: `${text.title.slice(0, 120)}\n\nDrafted by Lilypad for #${ctx.job.issueNumber}; needs human review.${hold}`,
+    author: { name: `${identity.slug}[bot]`, email: `${identity.botUserId ?? identity.id}+${identity.slug}[bot]@users.noreply.${host}` },
+  });
+}
+
+/**
+ * Pushes without overwriting anyone (lease against what Lilypad last pushed; a branch someone else
+ * pushed to is left alone and the next free name used), then opens or updates the draft pull
+ * request, each with a token minted right before. From the push on, a cancel no longer
+ * interrupts: a pushed branch without its pull request would be half-published.
+ */
+async function publish(
+  ctx: JobContext,
+  config: RepoConfig,
+  change: PreparedChange,
+  pr: { title: string; body: string; baseBranch: string; cloneUrl: string; incomplete: boolean; exitReason: string },
+): Promise<RunJobOutcome> {
+  const { job, deps, status } = ctx;
+  if (ctx.signal.aborted) throw new CancelledError(reasonText(ctx.signal.reason));
+  const pushed = await ctx.step('push', () =>
+    pushWithoutOverwriting(change.dir, change.headSha!, {
+      redis: deps.redis,
+      prefix: deps.env.LILYPAD_QUEUE_PREFIX,
+      repoId: job.repoId,
+      issueNumber: job.issueNumber,
+      cloneUrl: pr.cloneUrl,
+      authHeader: () => ctx.tokens.gitAuthHeader(),
+    }),
+  );
+  const opened = await ctx.step('pull_request', async () =>
+    upsertPullRequest(await ctx.tokens.rest(), {
+      owner: job.owner,
+      repo: job.repo,
+      branch: pushed.branch,
+      base: pr.baseBranch,
+      title: pr.title,
+      body: pr.body,
+      draft: config.draft,
+      labels: config.labels,
+      reviewers: config.reviewers ?? [job.triggeredBy],
+    }),
+  );
+  for (const w of opened.warnings) ctx.log.warn({ warning: w }, 'pull request');
+  await status.finish({
+    state: 'done',
+    prUrl: opened.url,
+    prNumber: opened.number,
+    incomplete: pr.incomplete,
+    updated: opened.updated,
+    exitReason: pr.exitReason,
+    draft: config.draft,
+    ...(pushed.skipped.length > 0 ? { note: `Someone else pushed to \`${pushed.skipped.join('`, `')}\`, so Lilypad left it as it is and used \`${pushed.branch}\`.` } : {}),
+  });
+  return { result: 'pull_request', number: opened.number, url: opened.url, updated: opened.updated, incomplete: pr.incomplete, branch: pushed.branch };
 }
 
 async function loadConfigOrFail(octokit: ProbotOctokit, ref: IssueRef): Promise<RepoConfig> {
@@ -307,19 +374,7 @@ async function refuseSecrets(scanner: SecretScanner, patch: Buffer, texts: strin
   }
 }
 
-/** The default image is always allowed; others must match one of the comma-separated patterns. */
-export function imageAllowed(image: string, defaultImage: string, patterns: string): boolean {
-  if (image === defaultImage) return true;
-  return patterns
-    .split(',')
-    .map((p) => p.trim())
-    .filter(Boolean)
-    .some((p) => new RegExp(`^${p.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')}$`).test(image));
-}
-
 function quoteLine(text: string): string {
   const one = text.replace(/\s+/g, ' ').trim().slice(0, 300);
   return one ? `“${one}”` : '(none)';
 }
-
-export type { RepoToken };

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
 /** Queue names; Redis keys are `<LILYPAD_QUEUE_PREFIX>:<name>:...`. */
@@ -18,14 +19,33 @@ const issueRef = {
 export const eventJobSchema = z.object({
   ...issueRef,
   deliveryId: z.string().min(1),
-  kind: z.enum(['labeled', 'unlabeled', 'closed', 'comment']),
+  kind: z.enum(['labeled', 'unlabeled', 'closed', 'comment', 'edited', 'ci']),
   label: z.string().optional(),
   commentId: z.number().int().optional(),
   commentBody: z.string().optional(),
+  /** The issue's text as the webhook carried it: what the person who triggered the job saw. */
+  issueTitle: z.string().optional(),
+  issueBody: z.string().nullable().optional(),
   sender: z.object({ login: z.string(), type: z.string() }),
   receivedAt: z.string(),
 });
 export type EventJob = z.infer<typeof eventJobSchema>;
+
+export const pinnedTextSchema = z.object({ title: z.string(), body: z.string(), sha256: z.string().regex(/^[0-9a-f]{64}$/) });
+export type PinnedText = z.infer<typeof pinnedTextSchema>;
+
+export function pinText(title: string, body: string | null | undefined): PinnedText {
+  const text = { title, body: body ?? '' };
+  return { ...text, sha256: textDigest(text.title, text.body) };
+}
+
+export function textDigest(title: string, body: string | null | undefined): string {
+  return createHash('sha256').update(JSON.stringify([title, body ?? ''])).digest('hex');
+}
+
+/** An edit of an issue made while its job waited or ran (recorded from `issues.edited`). */
+export const issueEditSchema = z.object({ login: z.string(), writer: z.boolean(), at: z.string() });
+export type IssueEdit = z.infer<typeof issueEditSchema>;
 
 /** The work on one issue. One job per issue at a time (deterministic id). */
 export const runJobSchema = z.object({
@@ -35,6 +55,11 @@ export const runJobSchema = z.object({
   label: z.string(),
   deliveryId: z.string(),
   queuedAt: z.string(),
+  /**
+   * The issue text pinned when the job was triggered. Retries and re-runs use it, never a later
+   * edit: whoever can open an issue could otherwise rewrite what a maintainer approved.
+   */
+  pinned: pinnedTextSchema.optional(),
 });
 export type RunJob = z.infer<typeof runJobSchema>;
 

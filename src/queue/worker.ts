@@ -1,9 +1,12 @@
+import { mkdir, rm } from 'node:fs/promises';
 import os from 'node:os';
+import path from 'node:path';
 import { DelayedError, Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type Docker from 'dockerode';
 import type { Env } from '../config/env.ts';
 import type { GitHubApp } from '../github/app-auth.ts';
-import type { GitHubClient, IssueRef } from '../github/client.ts';
+import type { GitHubClient } from '../github/client.ts';
+import { RepoTokens } from '../github/repo-tokens.ts';
 import { StatusComments } from '../github/status-comment.ts';
 import { reconcileMissedTriggers } from '../github/reconcile.ts';
 import { handleEvent } from '../github/triggers.ts';
@@ -11,9 +14,12 @@ import type { Logger } from '../observability/logger.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import { classifyFailure } from '../pipeline/failures.ts';
 import { runIssueJob, type RunJobOutcome } from '../pipeline/run-job.ts';
+import { RunStatus } from '../pipeline/run-status.ts';
 import type { SetupNetworkProvider } from '../pipeline/sandbox-session.ts';
 import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
 import { CancelBus, type CancelRequest } from './cancel-bus.ts';
+import { LABEL_INSTANCE, LABEL_PREFIX, startHeartbeat, sweepDeadInstances } from './heartbeat.ts';
+import { EgressProxy, parseEgressPolicy, parsePrivateAllow } from '../sandbox/egress.ts';
 import { EVENTS_QUEUE, RUNS_QUEUE, eventJobSchema, runJobSchema, type EventJob, type RunJob } from './jobs.ts';
 import { createRedis } from './redis.ts';
 
@@ -37,8 +43,9 @@ export interface WorkerRuntime {
 const SHUTDOWN = 'shutdown';
 const RECONCILE = 'reconcile';
 const LOST_LOCK = 'lost-lock';
+const JOB_DEADLINE = 'job-deadline';
 export const LABEL_JOB = 'dev.lilypad.job';
-export const LABEL_INSTANCE = 'dev.lilypad.instance';
+export { LABEL_INSTANCE };
 
 /**
  * A worker process: handles webhook events (cheap, several at once) and runs issue jobs (one
@@ -50,7 +57,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const instance = `${workerId}-${process.pid}-${Date.now().toString(36)}`;
   const prefix = env.LILYPAD_QUEUE_PREFIX;
   const redis = createRedis(opts.redisUrl);
-  const status = new StatusComments(redis, prefix, new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, opts.github.opts.privateKey]));
+  const status = new StatusComments(redis, prefix, new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, opts.github.opts.privateKey]), async () => `${(await opts.github.appIdentity()).slug}[bot]`);
   const cancelBus = new CancelBus(redis, prefix);
   const runsQueue = new Queue<RunJob>(RUNS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
   const eventsQueue = new Queue<EventJob>(EVENTS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
@@ -58,6 +65,27 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   // Containers of this machine whose job is no longer running (a crash, a kill -9) go first.
   const swept = await sweepOrphans(opts.docker, runsQueue, workerId).catch(() => 0);
   if (swept > 0) logger.warn({ workerId, swept }, 'removed sandboxes left behind by an earlier worker');
+
+  // Every instance keeps a heartbeat; every minute each worker removes what dead instances left on
+  // its machine (sandboxes, proxies, setup networks, temp dirs), whatever their host name was.
+  const heartbeat = startHeartbeat(redis, prefix, instance, logger);
+  const tmpRoot = path.join(env.LILYPAD_DATA_DIR, 'tmp');
+  await mkdir(path.join(tmpRoot, instance), { recursive: true });
+  // Workspaces are made with mkdtemp(os.tmpdir()): keep them where the sweep can find them.
+  process.env['TMPDIR'] = path.join(tmpRoot, instance);
+  const sweep = async () => {
+    const done = await sweepDeadInstances(opts.docker, redis, prefix, tmpRoot, instance).catch((err: Error) => {
+      logger.warn({ err: err.message }, 'sweep failed');
+      return null;
+    });
+    if (done && done.instances.length > 0) logger.warn(done, 'removed what stopped worker instances left behind');
+  };
+  await sweep();
+  const sweeper = setInterval(() => void sweep(), SWEEP_EVERY_MS);
+  sweeper.unref();
+
+  // Setup commands reach the network only through this worker's egress proxy (or not at all).
+  const setupNetwork = opts.setupNetwork !== undefined ? opts.setupNetwork : await startEgress(env, opts.docker, { [LABEL_WORKER]: workerId, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix }, logger);
 
   const events = new Worker<EventJob>(
     EVENTS_QUEUE,
@@ -88,18 +116,30 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
 
   async function processRun(job: Job<RunJob, RunJobOutcome>, token: string | undefined, signal: AbortSignal): Promise<RunJobOutcome> {
     const data = runJobSchema.parse(job.data);
-    const ref: IssueRef = { owner: data.owner, repo: data.repo, issueNumber: data.issueNumber };
-    const client = async () => (await opts.github.installation(data.installationId)) as unknown as GitHubClient;
-    const setStatus = async (state: Parameters<StatusComments['set']>[2]) => status.set(await client(), ref, state, data.triggeredBy);
     const log = logger.child({ job: job.id, attempt: job.attemptsMade + 1 });
+    // The one writer of this run's status comment: every final state goes through it, in order.
+    // Tokens for this one repository, minted afresh whenever the one in hand is close to expiring.
+    const tokens = new RepoTokens(opts.github, data.installationId, data.repo);
+    const runStatus = new RunStatus({
+      comments: status,
+      // A repository token when one can be minted; else the installation's own (the status must
+      // still say why minting failed).
+      client: () => tokens.rest().catch(async () => (await opts.github.installation(data.installationId)) as unknown as GitHubClient),
+      ref: { owner: data.owner, repo: data.repo, issueNumber: data.issueNumber },
+      triggeredBy: data.triggeredBy,
+      log,
+    });
 
     const early = await cancelBus.pending(job.id!);
     if (early) {
-      await setStatus({ state: 'cancelled', by: early.by, why: early.why }).catch(() => undefined);
+      await runStatus.finish({ state: 'cancelled', by: early.by, why: early.why });
       await cancelBus.clear(job.id!);
       return { result: 'cancelled' };
     }
     const runId = `${job.id}-${Date.now().toString(36)}`;
+    // The whole job has a deadline: the agent's budget is cut to fit it, and past it the job stops.
+    const deadlineAt = Date.now() + env.LILYPAD_JOB_MAX_MINUTES * 60_000;
+    const deadline = setTimeout(() => runs.cancelJob(job.id!, JOB_DEADLINE), deadlineAt - Date.now());
     // Pub/sub can miss a message (a reconnect); the stored flag is checked every few seconds too.
     const poll = setInterval(() => {
       cancelBus
@@ -110,38 +150,51 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
         .catch(() => undefined);
     }, 5000);
     try {
-      const labels = { [LABEL_JOB]: job.id!, [LABEL_INSTANCE]: instance };
-      const outcome = await runIssueJob(data, { env, github: opts.github, docker: opts.docker, redis, status, logger: log, workerId, labels, setupNetwork: opts.setupNetwork ?? null }, signal, runId);
+      const labels = { [LABEL_JOB]: job.id!, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix };
+      const deps = { env, github: opts.github, docker: opts.docker, redis, logger: log, workerId, labels, setupNetwork, deadlineAt };
+      const outcome = await runIssueJob(data, deps, signal, runId, runStatus, tokens);
       log.info({ outcome }, 'job finished');
       return outcome;
     } catch (err) {
-      if (signal.aborted) {
-        if (signal.reason === LOST_LOCK) throw new Error('the job lock was lost; another worker owns the job now');
-        if (signal.reason === SHUTDOWN) {
-          // Hand the job back: another worker (or this one, restarted) picks it up from the start.
-          log.warn('worker stopping: job handed back to the queue');
-          await setStatus({ state: 'queued', position: null, note: 'A worker stopped while running it; it will start again shortly.' }).catch(() => undefined);
-          await job.moveToDelayed(Date.now() + 1000, token);
-          throw new DelayedError();
-        }
-        const req = parseCancel(signal.reason);
-        await setStatus({ state: 'cancelled', by: req?.by, why: req?.why }).catch(() => undefined);
-        await cancelBus.clear(job.id!);
-        log.info({ by: req?.by }, 'job cancelled');
-        return { result: 'cancelled' };
-      }
-      const verdict = classifyFailure(err);
-      const attempts = job.opts.attempts ?? 1;
-      log.error({ err: (err as Error).message, verdict: verdict.kind }, 'job failed');
-      if (verdict.kind === 'transient' && job.attemptsMade + 1 < attempts) {
-        await setStatus({ state: 'queued', position: null, note: `Retrying after an infrastructure problem: ${verdict.what}` }).catch(() => undefined);
-        throw err;
-      }
-      await setStatus({ state: 'failed', what: verdict.what, todo: verdict.todo }).catch((e: unknown) => log.error({ err: (e as Error).message }, 'status update failed'));
-      throw new UnrecoverableError(verdict.what);
+      return await settleFailure(job, token, signal, err, runStatus, log);
     } finally {
       clearInterval(poll);
+      clearTimeout(deadline);
+      await tokens.revokeAll();
     }
+  }
+
+  /** What a job that threw becomes: handed back, cancelled, retried, or failed with why. */
+  async function settleFailure(job: Job<RunJob, RunJobOutcome>, token: string | undefined, signal: AbortSignal, err: unknown, runStatus: RunStatus, log: Logger): Promise<RunJobOutcome> {
+    if (signal.aborted) {
+      if (signal.reason === LOST_LOCK) throw new Error('the job lock was lost; another worker owns the job now');
+      if (signal.reason === SHUTDOWN) {
+        // Hand the job back: another worker (or this one, restarted) picks it up from the start.
+        log.warn('worker stopping: job handed back to the queue');
+        await runStatus.phase({ state: 'queued', position: null, note: 'A worker stopped while running it; it will start again shortly.' });
+        await job.moveToDelayed(Date.now() + 1000, token);
+        throw new DelayedError();
+      }
+      if (signal.reason === JOB_DEADLINE) {
+        const what = `the job ran longer than ${env.LILYPAD_JOB_MAX_MINUTES} minutes (LILYPAD_JOB_MAX_MINUTES) and was stopped.`;
+        await runStatus.finish({ state: 'failed', what, todo: 'lower `max_minutes`, the test or setup time in `.github/lilypad.yml`, or ask the administrator to raise the limit; then run Lilypad again.' });
+        throw new UnrecoverableError(what);
+      }
+      const req = parseCancel(signal.reason);
+      await runStatus.finish({ state: 'cancelled', by: req?.by, why: req?.why });
+      await cancelBus.clear(job.id!);
+      log.info({ by: req?.by }, 'job cancelled');
+      return { result: 'cancelled' };
+    }
+    const verdict = classifyFailure(err);
+    const attempts = job.opts.attempts ?? 1;
+    log.error({ err: (err as Error).message, verdict: verdict.kind }, 'job failed');
+    if (verdict.kind === 'transient' && job.attemptsMade + 1 < attempts) {
+      await runStatus.phase({ state: 'queued', position: null, note: `Retrying after an infrastructure problem: ${verdict.what}` });
+      throw err;
+    }
+    await runStatus.finish({ state: 'failed', what: verdict.what, todo: verdict.todo });
+    throw new UnrecoverableError(verdict.what);
   }
 
   // One schedule shared by every worker (BullMQ runs each tick once, on one of them).
@@ -185,13 +238,34 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
         await cancelBus.close();
         await runsQueue.close();
         await eventsQueue.close();
+        clearInterval(sweeper);
         await removeLabelled(opts.docker, LABEL_INSTANCE, instance).catch(() => 0);
+        if (setupNetwork instanceof EgressProxy) await setupNetwork.stop();
+        await rm(path.join(tmpRoot, instance), { recursive: true, force: true });
+        await heartbeat.stop();
         redis.disconnect();
         logger.info({ workerId }, 'worker stopped');
       })();
       return closing;
     },
   };
+}
+
+const SWEEP_EVERY_MS = 60_000;
+
+/** The egress proxy for setup commands, unless LILYPAD_SETUP_EGRESS=none. */
+async function startEgress(env: Env, docker: Docker, labels: Record<string, string>, logger: Logger): Promise<SetupNetworkProvider | null> {
+  const policy = parseEgressPolicy(env.LILYPAD_SETUP_EGRESS, { githubHost: env.GHE_HOST ?? 'github.com' });
+  if (policy.mode === 'none') return null;
+  const proxy = await EgressProxy.start(docker, {
+    image: env.LILYPAD_EGRESS_IMAGE,
+    policy,
+    privateAllow: parsePrivateAllow(env.LILYPAD_SETUP_EGRESS_PRIVATE),
+    labels,
+    sandboxImage: env.LILYPAD_SANDBOX_IMAGE,
+  });
+  logger.info({ allowed: proxy.allowed, notes: proxy.notes }, 'egress proxy for setup commands started');
+  return proxy;
 }
 
 function parseCancel(reason: unknown): CancelRequest | null {

@@ -613,6 +613,9 @@ export class EgressProxy {
     try {
       await bounded('attaching the egress proxy to the setup network', network.connect({ Container: this.container.id }));
       const info = await bounded('inspecting the egress proxy', this.container.inspect());
+      if (!info.State.Running) {
+        throw new SandboxError(`the egress proxy is not running (exit code ${info.State.ExitCode}); see \`docker logs ${info.Name.replace(/^\//, '')}\` and restart the worker`);
+      }
       const ip = info.NetworkSettings.Networks[name]?.IPAddress;
       if (!ip) throw new SandboxError(`the egress proxy got no address on ${name}`);
       const proxyUrl = `http://${ip}:${PROXY_PORT}`;
@@ -631,6 +634,11 @@ export class EgressProxy {
       await removeNetwork(this.docker, name);
       throw dockerFailure(`connecting the egress proxy to ${name}`, err);
     }
+  }
+
+  /** The same as openSetupNetwork: lets the proxy serve as the session's setup-network provider. */
+  open(runId: string, labels: Record<string, string> = {}): Promise<SetupNetwork> {
+    return this.openSetupNetwork(runId, labels);
   }
 
   /** Squid's log (one line per decision) as `docker logs` shows it. */
@@ -694,7 +702,8 @@ async function createProxyContainer(docker: Docker, opts: EgressProxyOptions, ou
           // The proxy sits on every run's network: it must never route between them.
           Sysctls: { 'net.ipv4.ip_forward': '0' },
           Privileged: false,
-          RestartPolicy: { Name: 'no' },
+          // It lives as long as the worker: a crash should not end setup for every later run.
+          RestartPolicy: { Name: 'on-failure', MaximumRetryCount: 5 },
         },
       }),
     );

@@ -139,7 +139,9 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     assert.match(observations, /Exit code: \d+\\nSTDOUT:/);
     assert.equal(await containersFor('calc', n), 0, 'the sandbox is gone');
 
-    // The job's token was scoped to this one repository, with only what a job needs, and revoked.
+    // The job's tokens were scoped to this one repository, with only what a job needs, and revoked
+    // (revocation follows the final status edit, which needs a live token).
+    await waitFor(() => app.gh.tokens().filter((t) => t.repositories !== null).every((t) => t.expiresAt.getTime() <= Date.now()), 'the job tokens to be revoked', 10_000);
     const jobTokens = app.gh.tokens().filter((t) => t.repositories !== null);
     assert.ok(jobTokens.length >= 1);
     for (const t of jobTokens) {

@@ -126,7 +126,7 @@ describe('sandbox cleanup', () => {
 
   test('an image without python3 fails with an actionable message and leaves nothing behind', async () => {
     const runId = uniq('nopython');
-    await assert.rejects(Sandbox.create(docker, { ...opts(runId), image: 'debian:bookworm-slim' }), /needs python3/);
+    await assert.rejects(Sandbox.create(docker, { ...opts(runId), image: 'debian:bookworm-slim', user: '1000:1000' }), /needs python3/);
     assert.equal(await survivors(runId), 0);
   });
 

@@ -160,10 +160,10 @@ function hostAddresses(): string[] {
     .map((a) => a.address);
 }
 
-async function probe(kind: 'get' | 'connect' | 'direct' | 'interfaces', target: string, on: Sandbox | undefined = sandbox): Promise<string> {
-  if (!on || !setup) throw new Error('the test sandbox did not start');
+async function probe(kind: 'get' | 'connect' | 'direct' | 'interfaces', target: string, on: Sandbox | undefined = sandbox, env = setup?.env): Promise<string> {
+  if (!on || !env) throw new Error('the test sandbox did not start');
   if (on === sandbox && (kind === 'get' || kind === 'connect')) proxyRequests++;
-  const res = await on.exec(['/bin/bash', '-c', 'exec python3 -c "$0" "$@"', PROBE, kind, target], { env: setup.env, timeoutSeconds: 60 });
+  const res = await on.exec(['/bin/bash', '-c', 'exec python3 -c "$0" "$@"', PROBE, kind, target], { env, timeoutSeconds: 60 });
   return `${res.stdout.toString('utf8').trim()}${res.stderr.length > 0 ? ` (stderr: ${res.stderr.toString('utf8').trim().slice(0, 200)})` : ''}`;
 }
 
@@ -339,6 +339,49 @@ faultTest('setup with LILYPAD_SETUP_EGRESS=none', 'no proxy is started; the sand
     await isolated.destroy();
   }
 });
+
+faultTest(
+  'LILYPAD_SETUP_EGRESS=* (any public name) with names that resolve to a private service and to this machine, and an IP literal',
+  'an unlisted name is allowed; the private service, the host and the IP literal are still refused',
+  async () => {
+    const anyProxy = await EgressProxy.start(docker, {
+      image: EGRESS_TEST_IMAGE,
+      policy: parseEgressPolicy('*', { githubHost: 'git.test' }),
+      privateAllow: parsePrivateAllow(`${registry!.ip}/32`),
+      labels,
+      hostsFile: `${registry!.ip} anything.test\n${privateService!.ip} private.test\n${outboundGateway} host-gateway.test\n`,
+      outboundNetwork: OUTBOUND,
+      dnsServers: ['127.0.0.1'],
+    });
+    let anySandbox: Sandbox | undefined;
+    try {
+      const anySetup = await anyProxy.openSetupNetwork(`egress-any-${id}`, labels);
+      anySandbox = await Sandbox.create(docker, {
+        image: TEST_IMAGE,
+        workdir: TEST_WORKDIR,
+        memoryMb: 512,
+        cpus: 1,
+        pids: 128,
+        network: anySetup.name,
+        runId: `egress-any-${id}`,
+        workerId: os.hostname(),
+        labels,
+      });
+      const run = (target: string) => probe('get', target, anySandbox, anySetup.env);
+      const unlisted = await run(`http://anything.test:${HTTP_PORT}/`);
+      const priv = await run(`http://private.test:${HTTP_PORT}/`);
+      const hostGw = await run(`http://host-gateway.test:${host!.port}/`);
+      const literal = await run(`http://${registry!.ip}:${HTTP_PORT}/`);
+      return {
+        observed: `anything.test: ${unlisted}; private.test: ${priv}; host-gateway.test: ${hostGw}; IP literal: ${literal}; host listener ${host!.connections()} connection(s)`,
+        pass: unlisted === `STATUS 200 BODY ${REGISTRY_BODY}` && refused(priv) && refused(hostGw) && refused(literal) && host!.connections() === 0,
+      };
+    } finally {
+      await anySandbox?.destroy();
+      await anyProxy.stop();
+    }
+  },
+);
 
 // The sandbox image configured for made-up registries: apt (deb822 with a continuation line, and
 // one-line), npm (default and scoped, user config), pip (config file and environment).

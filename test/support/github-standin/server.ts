@@ -453,6 +453,22 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
       return payloads.issueCommentCreated(owner, repo, number, body, sender);
     },
 
+    editIssue(owner, repo, number, fields, sender): WebhookPayload {
+      const issue = issueOrThrow(owner, repo, number);
+      const changes: Record<string, { from: string | null }> = {};
+      if (fields.title !== undefined) {
+        changes['title'] = { from: issue.title };
+        issue.title = fields.title;
+      }
+      if (fields.body !== undefined) {
+        changes['body'] = { from: issue.body };
+        issue.body = fields.body;
+      }
+      issue.updatedAt = new Date().toISOString();
+      // The example set has no issues.edited payload; it has the keys of issues.opened plus `changes`.
+      return payloadFactory.issueEvent('edited', issue, sender, { changes }, 'opened');
+    },
+
     async close(): Promise<void> {
       for (const child of children) child.kill('SIGKILL');
       await new Promise<void>((resolve) => {

@@ -454,6 +454,8 @@ export interface GitHubStandin {
   /** Closes the issue as `sender` (recording a `closed` issue event if it was open) and returns the `issues.closed` payload. */
   closeIssue(owner: string, repo: string, number: number, sender: string): WebhookPayload;
   commentOnIssue(owner: string, repo: string, number: number, body: string, sender: string): WebhookPayload;
+  /** Edits the issue's title and/or body as `sender` and returns the `issues.edited` payload (with `changes`). */
+  editIssue(owner: string, repo: string, number: number, fields: { title?: string; body?: string }, sender: string): WebhookPayload;
 
   close(): Promise<void>;
 }

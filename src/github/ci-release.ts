@@ -1,0 +1,56 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { git } from '../workspace/git.ts';
+import { gitAuthEnv } from '../workspace/mirror.ts';
+import { remoteTip } from '../pipeline/publish-change.ts';
+import type { GitHubApp } from './app-auth.ts';
+import type { GitHubClient } from './client.ts';
+
+const LILYPAD_BRANCH = /^lilypad\/issue-\d+(?:-\d+)?$/;
+
+export interface CiReleaseInput {
+  github: GitHubApp;
+  installationId: number;
+  owner: string;
+  repo: string;
+  pullNumber: number;
+  requestedBy: string;
+}
+
+/**
+ * `/lilypad ci` on a Lilypad pull request: a writer has looked at the change and lets CI run it.
+ * Lilypad's commits carry [skip ci]; an empty commit without the marker on top of the branch makes
+ * the next push run CI. Pushed with a lease: if someone pushed meanwhile, their push stands.
+ */
+export async function releaseCi(octokit: GitHubClient, input: CiReleaseInput): Promise<string> {
+  const pr = (await octokit.request('GET /repos/{owner}/{repo}/pulls/{pull_number}', { owner: input.owner, repo: input.repo, pull_number: input.pullNumber })).data;
+  const sameRepo = pr.head.repo?.full_name?.toLowerCase() === `${input.owner}/${input.repo}`.toLowerCase();
+  if (!sameRepo || !LILYPAD_BRANCH.test(pr.head.ref)) return `not a Lilypad pull request (branch ${pr.head.ref}): nothing to release`;
+  if (pr.state !== 'open') return 'the pull request is closed: nothing to release';
+  const token = await input.github.mintRepoToken(input.installationId, input.repo);
+  const parent = await mkdtemp(path.join(os.tmpdir(), 'lilypad-ci-'));
+  try {
+    const env = gitAuthEnv(token.gitAuthHeader());
+    const url = (await octokit.request('GET /repos/{owner}/{repo}', { owner: input.owner, repo: input.repo })).data.clone_url;
+    const tip = await remoteTip(url, pr.head.ref, token.gitAuthHeader());
+    if (!tip) return `the branch ${pr.head.ref} is gone: nothing to release`;
+    const dir = path.join(parent, 'repo');
+    await git(['init', '--quiet', dir]);
+    await git(['fetch', '--quiet', '--no-tags', url, `refs/heads/${pr.head.ref}`], { cwd: dir, env });
+    await git(['checkout', '--quiet', '--detach', tip], { cwd: dir });
+    const identity = await input.github.appIdentity();
+    const host = new URL(pr.html_url).host;
+    const author = [`-c`, `user.name=${identity.slug}[bot]`, `-c`, `user.email=${identity.botUserId ?? identity.id}+${identity.slug}[bot]@users.noreply.${host}`];
+    await git([...author, 'commit', '--quiet', '--allow-empty', '--no-verify', '-m', `Run CI on Lilypad's change\n\nReleased by @${input.requestedBy} with \`/lilypad ci\`.`], { cwd: dir });
+    try {
+      await git(['push', '--quiet', '--no-verify', `--force-with-lease=refs/heads/${pr.head.ref}:${tip}`, url, `HEAD:refs/heads/${pr.head.ref}`], { cwd: dir, env });
+    } catch {
+      return `someone pushed to ${pr.head.ref} meanwhile; that push decides whether CI runs`;
+    }
+    return `released CI on ${pr.head.ref}`;
+  } finally {
+    await token.revoke();
+    await rm(parent, { recursive: true, force: true });
+  }
+}

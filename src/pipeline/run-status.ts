@@ -1,0 +1,59 @@
+import type { GitHubClient, IssueRef } from '../github/client.ts';
+import type { StatusComments, StatusState } from '../github/status-comment.ts';
+import type { Logger } from '../observability/logger.ts';
+
+/**
+ * The one writer of a run's status comment. Edits are applied strictly in order; once the final
+ * state (done, no change, failed, cancelled, stale) is set, no later progress edit can land after
+ * it and no second final state is written. A failed edit is logged, never fails the job.
+ */
+export class RunStatus {
+  private chain: Promise<void> = Promise.resolve();
+  private finalState: StatusState | undefined;
+  private progressInFlight = false;
+
+  constructor(
+    private readonly deps: {
+      comments: StatusComments;
+      /** A client with a live token, asked for on every edit (jobs outlast tokens). */
+      client: () => Promise<GitHubClient>;
+      ref: IssueRef;
+      triggeredBy: string;
+      log: Logger;
+    },
+  ) {}
+
+  get finished(): boolean {
+    return this.finalState !== undefined;
+  }
+
+  /** A frequent progress edit (agent steps): dropped while another is in flight or once final. */
+  progress(state: StatusState): void {
+    if (this.finalState || this.progressInFlight) return;
+    this.progressInFlight = true;
+    void this.enqueue(state, false).finally(() => (this.progressInFlight = false));
+  }
+
+  /** A phase change (testing, running, queued for a retry): always written, in order, unless final. */
+  phase(state: StatusState): Promise<void> {
+    if (this.finalState) return this.chain;
+    return this.enqueue(state, false);
+  }
+
+  /** The final state; only the first one counts. Resolves when it (and every edit before it) is written. */
+  finish(state: StatusState): Promise<void> {
+    if (this.finalState) return this.chain;
+    this.finalState = state;
+    return this.enqueue(state, true);
+  }
+
+  private enqueue(state: StatusState, isFinal: boolean): Promise<void> {
+    this.chain = this.chain
+      .then(async () => {
+        if (!isFinal && this.finalState) return;
+        await this.deps.comments.set(await this.deps.client(), this.deps.ref, state, this.deps.triggeredBy);
+      })
+      .catch((err: unknown) => this.deps.log.warn({ err: (err as Error).message, state: state.state }, 'status update failed'));
+    return this.chain;
+  }
+}

@@ -1,0 +1,72 @@
+import { readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type Docker from 'dockerode';
+import type { Redis } from 'ioredis';
+import type { Logger } from '../observability/logger.ts';
+import { removeEgressLeftovers } from '../sandbox/egress.ts';
+
+/** A worker instance is alive while this key exists; it is refreshed far more often than it expires. */
+const TTL_MS = 45_000;
+const EVERY_MS = 15_000;
+export const LABEL_INSTANCE = 'dev.lilypad.instance';
+/** The queue prefix an instance served: sweeps never touch another installation's containers. */
+export const LABEL_PREFIX = 'dev.lilypad.prefix';
+
+const key = (prefix: string, instance: string) => `${prefix}:heartbeat:${instance}`;
+
+/** Keeps this instance's heartbeat in Redis until stopped. */
+export function startHeartbeat(redis: Redis, prefix: string, instance: string, logger: Logger): { stop(): Promise<void> } {
+  const beat = () => redis.set(key(prefix, instance), String(Date.now()), 'PX', TTL_MS).catch((err: Error) => logger.warn({ err: err.message }, 'heartbeat failed'));
+  void beat();
+  const timer = setInterval(() => void beat(), EVERY_MS);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await redis.del(key(prefix, instance)).catch(() => undefined);
+    },
+  };
+}
+
+export async function isAlive(redis: Redis, prefix: string, instance: string): Promise<boolean> {
+  return (await redis.exists(key(prefix, instance))) === 1;
+}
+
+export interface SweepSummary {
+  instances: string[];
+  containers: number;
+  networks: number;
+  tmpDirs: number;
+}
+
+/**
+ * Removes what dead instances left on this machine, whatever host name they ran under: their
+ * sandboxes and proxies (by label, from this Docker engine) and their temporary directories (under
+ * LILYPAD_DATA_DIR/tmp). Run on every worker, every minute; an instance is dead when its
+ * heartbeat has expired.
+ */
+export async function sweepDeadInstances(docker: Docker, redis: Redis, prefix: string, tmpRoot: string, self: string): Promise<SweepSummary> {
+  const summary: SweepSummary = { instances: [], containers: 0, networks: 0, tmpDirs: 0 };
+  const labelled = await docker.listContainers({ all: true, filters: { label: [LABEL_INSTANCE, `${LABEL_PREFIX}=${prefix}`] } });
+  const fromDocker = labelled.map((c) => c.Labels[LABEL_INSTANCE]).filter((i): i is string => !!i);
+  const fromDisk = await readdir(tmpRoot).catch(() => [] as string[]);
+  for (const instance of new Set([...fromDocker, ...fromDisk])) {
+    if (instance === self || (await isAlive(redis, prefix, instance))) continue;
+    summary.instances.push(instance);
+    for (const c of labelled.filter((c) => c.Labels[LABEL_INSTANCE] === instance)) {
+      await docker
+        .getContainer(c.Id)
+        .remove({ force: true, v: true })
+        .then(() => summary.containers++)
+        .catch(() => undefined);
+    }
+    // Setup networks go after the sandboxes attached to them.
+    const gone = await removeEgressLeftovers(docker, LABEL_INSTANCE, instance);
+    summary.networks += gone.networks;
+    if (fromDisk.includes(instance)) {
+      await rm(path.join(tmpRoot, instance), { recursive: true, force: true });
+      summary.tmpDirs++;
+    }
+  }
+  return summary;
+}
