@@ -1,11 +1,23 @@
 import { compileImageGlobs } from './globs.ts';
 
-/** LILYPAD_ALLOWED_IMAGES: comma-separated globs; blanks between commas are ignored. */
+/**
+ * LILYPAD_ALLOWED_IMAGES: comma-separated globs; blanks between commas are ignored. A comma inside
+ * `{...}` belongs to the pattern (`{python,node}:*` is one pattern, not two).
+ */
 export function parseImagePatterns(patterns: string): string[] {
-  return patterns
-    .split(',')
-    .map((p) => p.trim())
-    .filter(Boolean);
+  const out: string[] = [];
+  let depth = 0;
+  let current = '';
+  for (const ch of patterns) {
+    if (ch === '{') depth++;
+    if (ch === '}' && depth > 0) depth--;
+    if (ch === ',' && depth === 0) {
+      out.push(current);
+      current = '';
+    } else current += ch;
+  }
+  out.push(current);
+  return out.map((p) => p.trim()).filter(Boolean);
 }
 
 /**

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Env } from '../config/env.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { CancelBus } from '../queue/cancel-bus.ts';
-import { pinText, runJobId, type EventJob, type IssueEdit, type PinnedText, type RunJob } from '../queue/jobs.ts';
+import { finishingKey, pinText, runJobId, type EventJob, type IssueEdit, type PinnedText, type RunJob } from '../queue/jobs.ts';
 import { withRedisLock } from '../queue/redis-lock.ts';
 import type { GitHubApp } from './app-auth.ts';
 import type { GitHubClient, IssueRef } from './client.ts';
@@ -97,7 +97,11 @@ export async function handleEvent(evt: EventJob, deps: TriggerDeps): Promise<str
 async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, label: string): Promise<string> {
   return withIssueLock(deps, jobId, async () => {
     const existing = await deps.runs.getJob(jobId);
-    const state = existing ? await existing.getState() : undefined;
+    let state = existing ? await existing.getState() : undefined;
+    if (existing && state === 'active' && (await deps.redis.exists(finishingKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId)))) {
+      // Its final status is written; BullMQ is about to mark it completed: this is a re-run.
+      state = await waitUntilNotActive(existing);
+    }
     if (existing && state && LIVE_STATES.has(state)) {
       const what = state === 'active' ? 'is already working on this issue' : 'already has this issue in its queue';
       await react(octokit, ref, evt);
@@ -111,7 +115,7 @@ async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient,
       });
     }
     await deps.cancelBus.clear(jobId);
-    await deps.redis.del(editsKey(deps, jobId));
+    await deps.redis.del(editsKey(deps, jobId), finishingKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId));
     const pinned = evt.issueTitle !== undefined ? pinText(evt.issueTitle, evt.issueBody) : await currentText(octokit, ref);
     const data: RunJob = {
       installationId: evt.installationId,
@@ -177,6 +181,16 @@ async function ciCommand(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient
   const outcome = await releaseCi(octokit, { github: deps.github, installationId: evt.installationId, owner: evt.owner, repo: evt.repo, pullNumber: evt.issueNumber, requestedBy: evt.sender.login });
   await comment(octokit, ref, `**Lilypad**: ${outcome}.`);
   return `ci: ${outcome}`;
+}
+
+async function waitUntilNotActive(job: Job<RunJob>): Promise<Awaited<ReturnType<Job<RunJob>["getState"]>>> {
+  const until = Date.now() + 20_000;
+  let state = await job.getState();
+  while (state === 'active' && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 200));
+    state = await job.getState();
+  }
+  return state;
 }
 
 export const editsKey = (deps: { env: Env }, jobId: string): string => `${deps.env.LILYPAD_QUEUE_PREFIX}:edits:${jobId}`;

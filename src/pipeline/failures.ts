@@ -1,6 +1,7 @@
 import { UnrecoverableError } from 'bullmq';
 import { ModelError } from '../agent/model-client.ts';
 import { statusOf } from '../github/client.ts';
+import { LockTimeoutError } from '../queue/redis-lock.ts';
 import { SandboxDeadlineError } from '../sandbox/deadline.ts';
 import { CancelledError, SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError } from '../sandbox/errors.ts';
 import { GitError } from '../workspace/git.ts';
@@ -42,6 +43,9 @@ export function classifyFailure(err: unknown): FailureVerdict {
       what: `the model server failed: ${err.message}`,
       todo: 'ask the Lilypad administrator to check the model server (`lilypad doctor`), then run Lilypad again.',
     };
+  }
+  if (err instanceof LockTimeoutError) {
+    return { kind: 'transient', what: err.message, todo: 'Lilypad retries this by itself.' };
   }
   if (err instanceof SandboxImageError) {
     return {

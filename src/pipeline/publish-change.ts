@@ -1,7 +1,8 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { git, GitError } from '../workspace/git.ts';
+import { git } from '../workspace/git.ts';
 import { gitAuthEnv } from '../workspace/mirror.ts';
+import { pushBranch } from '../workspace/publish.ts';
 
 /** Branch names tried in order: lilypad/issue-N, then -2, -3, ... when someone else owns one. */
 export const branchFor = (issueNumber: number, n = 1): string => `lilypad/issue-${issueNumber}${n > 1 ? `-${n}` : ''}`;
@@ -46,7 +47,7 @@ export async function pushWithoutOverwriting(dir: string, headSha: string, targe
       continue;
     }
     await target.redis.set(key, JSON.stringify({ sha: record.sha, pending: headSha }), 'EX', RECORD_TTL_S);
-    const pushed = await leasePush(dir, target.cloneUrl, branch, await target.authHeader(), tip);
+    const pushed = await pushBranch(dir, target.cloneUrl, branch, await target.authHeader(), { expected: tip });
     if (pushed === 'pushed') {
       await target.redis.set(key, JSON.stringify({ sha: headSha, pending: null }), 'EX', RECORD_TTL_S);
       return { branch, skipped };
@@ -74,16 +75,4 @@ export async function remoteTip(cloneUrl: string, branch: string, authHeader: st
   const out = await git(['ls-remote', '--heads', cloneUrl, `refs/heads/${branch}`], { env: gitAuthEnv(authHeader) });
   const line = out.split('\n').find((l) => l.endsWith(`\trefs/heads/${branch}`));
   return line ? line.split('\t')[0]! : null;
-}
-
-/** Pushes HEAD to `branch` only if the branch is still at `expected` (null: must not exist). */
-async function leasePush(dir: string, cloneUrl: string, branch: string, authHeader: string, expected: string | null): Promise<'pushed' | 'lease-failed'> {
-  const lease = `--force-with-lease=refs/heads/${branch}:${expected ?? ''}`;
-  try {
-    await git(['push', lease, '--quiet', '--no-verify', cloneUrl, `HEAD:refs/heads/${branch}`], { cwd: dir, env: gitAuthEnv(authHeader) });
-    return 'pushed';
-  } catch (err) {
-    if (err instanceof GitError && /stale info|\(fetch first\)|rejected/.test(err.message)) return 'lease-failed';
-    throw err;
-  }
 }

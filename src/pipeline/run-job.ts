@@ -18,6 +18,7 @@ import { upsertPullRequest } from '../github/pull-request.ts';
 import type { Logger } from '../observability/logger.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import { textDigest, type RunJob } from '../queue/jobs.ts';
+import { withRedisLock } from '../queue/redis-lock.ts';
 import { CancelledError, reasonText } from '../sandbox/errors.ts';
 import { checkoutFromMirror, updateMirror } from '../workspace/mirror.ts';
 import { prepareChange, type PreparedChange } from '../workspace/publish.ts';
@@ -116,7 +117,9 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
 
     // 2. Clone on the host through the mirror cache (tokens only ever as HTTP headers).
     const repoInfo = (await (await tokens.rest()).request('GET /repos/{owner}/{repo}', { owner: job.owner, repo: job.repo })).data;
-    const mirrorDir = await ctx.step('mirror', async () => updateMirror(deps.env.LILYPAD_DATA_DIR, repoInfo.clone_url, await tokens.gitAuthHeader()));
+    // Several workers may share one data dir: the mirror is locked across processes.
+    const lock = <T>(key: string, fn: () => Promise<T>) => withRedisLock(deps.redis, `${deps.env.LILYPAD_QUEUE_PREFIX}:mirror:${key}`, { ttlMs: 15 * 60_000, waitMs: 15 * 60_000 }, fn);
+    const mirrorDir = await ctx.step('mirror', async () => updateMirror(deps.env.LILYPAD_DATA_DIR, job.repoId, repoInfo.clone_url, await tokens.gitAuthHeader(), { lock }));
     const checkout = await ctx.step('checkout', () => checkoutFromMirror(mirrorDir, repoInfo.default_branch));
     cleanups.push(() => checkout.dispose());
 

@@ -1,4 +1,4 @@
-import type { GitHubClient, IssueRef } from '../github/client.ts';
+import { statusOf, type GitHubClient, type IssueRef } from '../github/client.ts';
 import type { StatusComments, StatusState } from '../github/status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
 
@@ -15,8 +15,12 @@ export class RunStatus {
   constructor(
     private readonly deps: {
       comments: StatusComments;
-      /** A client with a live token, asked for on every edit (jobs outlast tokens). */
+      /** The client for edits, asked for on every edit. */
       client: () => Promise<GitHubClient>;
+      /** Used once when an edit is refused as unauthorised (a token that expired during the job). */
+      freshClient: () => Promise<GitHubClient>;
+      /** Called once, before the final state is written (the job is over for its users from here). */
+      onFinal?: () => Promise<void>;
       ref: IssueRef;
       triggeredBy: string;
       log: Logger;
@@ -44,14 +48,20 @@ export class RunStatus {
   finish(state: StatusState): Promise<void> {
     if (this.finalState) return this.chain;
     this.finalState = state;
-    return this.enqueue(state, true);
+    const marked = this.deps.onFinal?.().catch(() => undefined) ?? Promise.resolve();
+    return marked.then(() => this.enqueue(state, true));
   }
 
   private enqueue(state: StatusState, isFinal: boolean): Promise<void> {
     this.chain = this.chain
       .then(async () => {
         if (!isFinal && this.finalState) return;
-        await this.deps.comments.set(await this.deps.client(), this.deps.ref, state, this.deps.triggeredBy);
+        try {
+          await this.deps.comments.set(await this.deps.client(), this.deps.ref, state, this.deps.triggeredBy);
+        } catch (err) {
+          if (statusOf(err) !== 401) throw err;
+          await this.deps.comments.set(await this.deps.freshClient(), this.deps.ref, state, this.deps.triggeredBy);
+        }
       })
       .catch((err: unknown) => this.deps.log.warn({ err: (err as Error).message, state: state.state }, 'status update failed'));
     return this.chain;

@@ -68,3 +68,6 @@ export const eventJobId = (deliveryId: string): string => `evt-${deliveryId.repl
 export const runJobId = (repoId: number, issueNumber: number): string => `run-${repoId}-${issueNumber}`;
 
 export const issueKey = (j: { owner: string; repo: string; issueNumber: number }): string => `${j.owner}/${j.repo}#${j.issueNumber}`;
+
+/** Set while a run job has written its final status but may still show as active in BullMQ. */
+export const finishingKey = (prefix: string, jobId: string): string => `${prefix}:finishing:${jobId}`;

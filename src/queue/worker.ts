@@ -18,6 +18,7 @@ import { RunStatus } from '../pipeline/run-status.ts';
 import type { SetupNetworkProvider } from '../pipeline/sandbox-session.ts';
 import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
 import { CancelBus, type CancelRequest } from './cancel-bus.ts';
+import { finishingKey } from './jobs.ts';
 import { LABEL_INSTANCE, LABEL_PREFIX, startHeartbeat, sweepDeadInstances } from './heartbeat.ts';
 import { EgressProxy, parseEgressPolicy, parsePrivateAllow } from '../sandbox/egress.ts';
 import { EVENTS_QUEUE, RUNS_QUEUE, eventJobSchema, runJobSchema, type EventJob, type RunJob } from './jobs.ts';
@@ -122,9 +123,11 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
     const tokens = new RepoTokens(opts.github, data.installationId, data.repo);
     const runStatus = new RunStatus({
       comments: status,
-      // A repository token when one can be minted; else the installation's own (the status must
-      // still say why minting failed).
-      client: () => tokens.rest().catch(async () => (await opts.github.installation(data.installationId)) as unknown as GitHubClient),
+      client: async () => (await opts.github.installation(data.installationId)) as unknown as GitHubClient,
+      freshClient: () => tokens.rest(),
+      // A trigger that arrives between this final status and BullMQ marking the job completed is a
+      // re-run, not a duplicate: the trigger logic waits for the job to finish when it sees this.
+      onFinal: async () => void (await redis.set(finishingKey(prefix, job.id!), '1', 'EX', 600)),
       ref: { owner: data.owner, repo: data.repo, issueNumber: data.issueNumber },
       triggeredBy: data.triggeredBy,
       log,
@@ -160,7 +163,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
     } finally {
       clearInterval(poll);
       clearTimeout(deadline);
-      await tokens.revokeAll();
+      // Revoked in the background: the job is over for its users once its final status is written.
+      void tokens.revokeAll();
     }
   }
 

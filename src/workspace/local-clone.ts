@@ -27,7 +27,8 @@ export async function cloneLocalRepository(repoPath: string): Promise<LocalCheck
   const parent = await mkdtemp(path.join(os.tmpdir(), 'lilypad-clone-'));
   const dir = path.join(parent, 'repo');
   try {
-    await git(['clone', '--quiet', '--no-hardlinks', source, dir]);
+    // A real copy through git's transport (no hard links, no alternates into the user's checkout).
+    await git(['clone', '--quiet', '--no-local', '--', source, dir]);
     await git(['checkout', '--quiet', '--detach', baseCommit], { cwd: dir });
     await git(['remote', 'remove', 'origin'], { cwd: dir });
   } catch (err) {

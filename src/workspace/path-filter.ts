@@ -1,45 +1,37 @@
-/** Glob patterns as used in .github/lilypad.yml `exclude_paths`: `**` spans directories, `*` does not. */
-export function globToRegExp(pattern: string): RegExp {
-  let p = pattern.trim().replace(/^\.?\//, '');
-  if (p.endsWith('/')) p += '**';
-  let re = '';
-  for (let i = 0; i < p.length; i++) {
-    const c = p[i]!;
-    if (c === '*') {
-      if (p[i + 1] === '*') {
-        i++;
-        if (p[i + 1] === '/') {
-          i++;
-          re += '(?:.*/)?';
-        } else re += '.*';
-      } else re += '[^/]*';
-    } else if (c === '?') re += '[^/]';
-    else re += c.replace(/[.+^${}()|[\]\\]/g, '\\$&');
-  }
-  // A pattern naming a directory also covers everything below it.
-  return new RegExp(`^${re}(?:/.*)?$`);
-}
+import { compilePathGlobs } from '../config/globs.ts';
 
-export const WORKFLOWS_DIR = '.github/workflows/';
+/**
+ * Nothing under `.github/` is published. Files there steer GitHub rather than the code: Actions
+ * workflows and composite actions run with the repository's secrets (and pushing them needs the
+ * `workflows` permission, which Lilypad never holds), CODEOWNERS decides who must review, Dependabot
+ * and the issue and pull request templates change how the project is run, and `lilypad.yml`
+ * configures Lilypad itself. A machine-written change to any of them is out of scope for a fix.
+ */
+export const GITHUB_DIR = '.github/';
+
+const GITHUB_DIR_REASON =
+  'files under `.github/` (workflows, actions, CODEOWNERS, Dependabot, templates, Lilypad’s own configuration) are never published by Lilypad: ' +
+  'they steer GitHub itself, and Lilypad does not hold the `workflows` permission';
 
 export interface DroppedPath {
   path: string;
   reason: string;
 }
 
-/** Decides which changed paths may not be published, and why. */
+/**
+ * Decides which changed paths may not be published, and why. `exclude_paths` patterns follow
+ * compilePathGlobs (gitignore-like: `*.lock` matches at any depth, a directory covers what is below
+ * it, `**` spans directories). Throws a GlobError when the patterns cannot be matched in time.
+ */
 export function partitionPaths(paths: string[], excludePatterns: string[]): { kept: string[]; dropped: DroppedPath[] } {
-  const excludes = excludePatterns.map((p) => ({ p, re: globToRegExp(p) }));
+  const hits = compilePathGlobs(excludePatterns).firstMatches(paths);
   const kept: string[] = [];
   const dropped: DroppedPath[] = [];
-  for (const file of paths) {
-    if (file.startsWith(WORKFLOWS_DIR)) {
-      dropped.push({ path: file, reason: 'changes to GitHub Actions workflows are never published (Lilypad does not hold the `workflows` permission)' });
-      continue;
-    }
-    const hit = excludes.find((e) => e.re.test(file));
-    if (hit) dropped.push({ path: file, reason: `excluded by \`exclude_paths: ${hit.p}\` in .github/lilypad.yml` });
+  paths.forEach((file, i) => {
+    const hit = hits[i] ?? -1;
+    if (file.startsWith(GITHUB_DIR)) dropped.push({ path: file, reason: GITHUB_DIR_REASON });
+    else if (hit >= 0) dropped.push({ path: file, reason: `excluded by \`exclude_paths: ${excludePatterns[hit]}\` in .github/lilypad.yml` });
     else kept.push(file);
-  }
+  });
   return { kept, dropped };
 }
