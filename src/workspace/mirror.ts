@@ -69,8 +69,10 @@ export async function updateMirror(dataDir: string, repoId: number, cloneUrl: st
   );
 }
 
+// --no-auto-gc: fetch would otherwise start its own gc, detached, still running after the lock is
+// released; updateMirror runs it in the foreground instead.
 async function fetchInto(dir: string, cloneUrl: string, authHeader: string, opts: MirrorOptions): Promise<void> {
-  await git(['--git-dir', dir, 'fetch', '--prune', '--no-tags', '--quiet', cloneUrl, ...REFSPECS], { env: gitAuthEnv(authHeader), ...timeout(opts) });
+  await git(['--git-dir', dir, 'fetch', '--prune', '--no-tags', '--no-auto-gc', '--quiet', cloneUrl, ...REFSPECS], { env: gitAuthEnv(authHeader), ...timeout(opts) });
 }
 
 // Built beside the final place and renamed, so that a crash never leaves half a mirror behind.
