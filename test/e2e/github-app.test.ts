@@ -227,7 +227,7 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     await app.send('issues', app.gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));
     await statusSays('calc', n, /Done/);
     const pr = prsFor('calc', n)[0]!;
-    assert.match(pr.body ?? '', /### Left out of this pull request\n\n- `.github\/workflows\/ci.yml`: changes to GitHub Actions workflows are never published/);
+    assert.match(pr.body ?? '', /### Left out of this pull request\n\n- `.github\/workflows\/ci.yml`: files under `.github\/` \(workflows, [^)]*\) are never published/);
     assert.doesNotMatch(pr.body ?? '', /- `.github\/workflows\/ci.yml` \(\+/);
     assert.equal(app.gh.readFile(OWNER, 'calc', `lilypad/issue-${n}`, '.github/workflows/ci.yml'), null);
     assert.equal(app.gh.readFile(OWNER, 'calc', `lilypad/issue-${n}`, 'calc.py'), 'def add(a, b):\n    return a + b\n');
