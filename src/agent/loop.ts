@@ -12,7 +12,7 @@ export interface AgentBudgets {
   maxSteps: number;
   maxContextTokens: number;
   maxTokensPerTurn: number;
-  /** Wall-clock budget, checked before each model call. */
+  /** Wall-clock budget, checked before each model call and before each tool call. */
   maxWallSeconds: number;
   /** Longest Bash timeout the model may ask for; longer requests are cut to this. */
   bashTimeoutCapSeconds: number;
@@ -84,6 +84,8 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
   let retries = 0;
   let finalAnswer = '';
 
+  const outOfTime = (): boolean => (Date.now() - started) / 1000 >= budgets.maxWallSeconds;
+
   const finish = (exitReason: ExitReason, error?: string): AgentRunResult => ({
     exitReason,
     steps,
@@ -100,7 +102,7 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
     if (signal?.aborted) return finish('cancelled');
     if (steps >= budgets.maxSteps) return finish('max_turns');
     if (tracked >= budgets.maxContextTokens) return finish('max_context_len');
-    if ((Date.now() - started) / 1000 >= budgets.maxWallSeconds) return finish('max_time');
+    if (outOfTime()) return finish('max_time');
 
     steps++;
     const stepStarted = new Date();
@@ -183,10 +185,18 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
       return finish('agent');
     }
 
-    for (const call of turn.calls) {
+    for (const [index, call] of turn.calls.entries()) {
       if (signal?.aborted) {
         input.trajectory.write(record);
         return finish('cancelled');
+      }
+      // One turn may hold many calls, each up to the Bash timeout: checking the budget only before
+      // model calls let a turn run far past it. The rest of the turn is not run; the assistant
+      // message stays as the model sent it, and no further request is made, so the history rules hold.
+      if (outOfTime()) {
+        record.error = `max_time: the wall-clock budget of ${budgets.maxWallSeconds} s ran out; ${turn.calls.length - index} of this turn's ${turn.calls.length} tool call(s) were not run`;
+        input.trajectory.write(record);
+        return finish('max_time');
       }
       const toolStarted = Date.now();
       let result: ToolResult;

@@ -1,5 +1,6 @@
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletion } from 'openai/resources/chat/completions';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { CancelledError, reasonText } from '../sandbox/errors.ts';
 
 /** The model endpoint failed in a way that retrying will not fix, or retries ran out. */
@@ -34,6 +35,15 @@ export interface ModelClientOptions {
   maxRetries: number;
   /** First backoff delay; doubles per retry up to 30 s. */
   retryBaseMs?: number;
+  /** Largest response body read (LILYPAD_MODEL_MAX_RESPONSE_MB); a larger one is a ModelError. Default 16 MiB. */
+  maxResponseBytes?: number;
+}
+
+export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+
+/** The body went past maxResponseBytes; thrown from inside fetch, so the SDK hands it back as a cause. */
+class ResponseTooLargeError extends Error {
+  override name = 'ResponseTooLargeError';
 }
 
 const CONTEXT_LENGTH_RE = /context length|maximum context length|reduce the length|context window|too many tokens/i;
@@ -46,23 +56,41 @@ export class ModelClient {
   private readonly sdk: OpenAI;
   private lastErrorBody = '';
   private readonly retryBaseMs: number;
+  private readonly maxResponseBytes: number;
+  private readonly dispatcher: Agent;
 
   constructor(private readonly options: ModelClientOptions) {
     this.retryBaseMs = options.retryBaseMs ?? 1000;
+    this.maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    // Node's fetch stops waiting for response headers after 300 s, while a 4B model writing 8192
+    // tokens on a busy GPU may take longer: the request failed, was retried and the whole generation
+    // ran again. This client's own connection pool waits as long as the model timeout says.
+    this.dispatcher = new Agent({ connectTimeout: options.timeoutMs, headersTimeout: options.timeoutMs, bodyTimeout: options.timeoutMs });
     this.sdk = new OpenAI({
       baseURL: options.baseURL,
       // Servers without auth accept any key; the SDK insists on a non-empty one.
       apiKey: options.apiKey ?? 'no-key',
       maxRetries: 0,
+      // The SDK's timer runs until this client's fetch resolves, and that fetch reads the whole
+      // body first: the timeout bounds the answer, not only its headers.
       timeout: options.timeoutMs,
-      // SGLang's error bodies lack the top-level `error` key, so the SDK drops their text; keep the
-      // raw body of every failed response to classify it (context-length rejections in particular).
-      fetch: async (url: string | URL | Request, init?: RequestInit) => {
-        const res = await fetch(url, init);
-        if (!res.ok) this.lastErrorBody = await res.clone().text().catch(() => '');
-        return res;
-      },
+      fetch: (url: string | URL | Request, init?: RequestInit) => this.boundedFetch(url, init),
     });
+  }
+
+  /**
+   * fetch through this client's dispatcher that reads the whole body (at most maxResponseBytes)
+   * before resolving. SGLang's error bodies lack the top-level `error` key, so the SDK drops their
+   * text: keep the raw body of every failed response to classify it (context-length rejections).
+   */
+  private async boundedFetch(url: string | URL | Request, init?: RequestInit): Promise<Response> {
+    const target = url instanceof Request ? url.url : url;
+    const res = await undiciFetch(target, { ...(init as Parameters<typeof undiciFetch>[1]), dispatcher: this.dispatcher });
+    const body = await readCapped(res, this.maxResponseBytes);
+    if (!res.ok) this.lastErrorBody = body.toString('utf8');
+    const headers = new Headers();
+    res.headers.forEach((value, key) => headers.append(key, value));
+    return new Response(body.length > 0 ? body : null, { status: res.status, statusText: res.statusText, headers });
   }
 
   get baseURL(): string {
@@ -108,6 +136,8 @@ export class ModelClient {
       } catch (err) {
         if (err instanceof APIUserAbortError || signal?.aborted) throw new CancelledError(reasonText(signal?.reason));
         if (err instanceof ModelError) throw err;
+        // Asking again would only bring the same oversized answer (and cost another generation).
+        if (err instanceof APIConnectionError && err.cause instanceof ResponseTooLargeError) throw new ModelError(err.cause.message);
         const status = err instanceof APIError ? err.status : undefined;
         const text = describe(err, this.lastErrorBody);
         if (status === 400 && CONTEXT_LENGTH_RE.test(text)) return { kind: 'context_length', message: text, attempts: attempt };
@@ -121,6 +151,42 @@ export class ModelClient {
       }
     }
   }
+}
+
+type UndiciResponse = Awaited<ReturnType<typeof undiciFetch>>;
+
+/** The body, or ResponseTooLargeError as soon as it (or its announced length) passes `max`. */
+async function readCapped(res: UndiciResponse, max: number): Promise<Buffer> {
+  const tooLarge = () =>
+    new ResponseTooLargeError(
+      `the model server's response is larger than ${formatSize(max)} (LILYPAD_MODEL_MAX_RESPONSE_MB); stopped reading it. ` +
+        'Check the server (a runaway generation, or not a chat-completions endpoint) or raise the limit.',
+    );
+  const announced = Number(res.headers.get('content-length') ?? NaN);
+  if (announced > max) {
+    await res.body?.cancel().catch(() => undefined);
+    throw tooLarge();
+  }
+  if (!res.body) return Buffer.alloc(0);
+  const chunks: Buffer[] = [];
+  let total = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge();
+    }
+    chunks.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+  }
+  return Buffer.concat(chunks, total);
+}
+
+function formatSize(bytes: number): string {
+  const mib = bytes / (1024 * 1024);
+  return Number.isInteger(mib) ? `${mib} MiB` : bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`;
 }
 
 function describe(err: unknown, rawBody: string): string {

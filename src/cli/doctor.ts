@@ -106,7 +106,7 @@ export async function redisCheck(url: string): Promise<CheckResult> {
 export async function modelChecks(env: Env): Promise<CheckResult[]> {
   const out: CheckResult[] = [];
   const base = env.OPENAI_BASE_URL.replace(/\/+$/, '');
-  const client = new ModelClient({ baseURL: base, apiKey: env.OPENAI_API_KEY, timeoutMs: 60_000, maxRetries: 0 });
+  const client = new ModelClient({ baseURL: base, apiKey: env.OPENAI_API_KEY, timeoutMs: 60_000, maxRetries: 0, maxResponseBytes: env.LILYPAD_MODEL_MAX_RESPONSE_MB * 1024 * 1024 });
   let models: Array<{ id: string; max_model_len?: number }>;
   try {
     models = await client.listModels();

@@ -119,6 +119,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       model: values.model ?? env.LILYPAD_MODEL,
       modelTimeoutMs: env.LILYPAD_MODEL_TIMEOUT_SECONDS * 1000,
       modelRetries: env.LILYPAD_MODEL_RETRIES,
+      maxResponseBytes: env.LILYPAD_MODEL_MAX_RESPONSE_MB * 1024 * 1024,
       retryBaseMs: env.LILYPAD_MODEL_RETRY_BASE_MS,
       testTimeoutSeconds: env.LILYPAD_TEST_TIMEOUT_SECONDS,
       budgets: {

@@ -1,8 +1,10 @@
 import { Queue } from 'bullmq';
 import { getPrivateKey } from '@probot/get-private-key';
-import { Probot, Server, run as probotRun } from 'probot';
+import type { Server as HttpServer, ServerResponse } from 'node:http';
+import { Probot, createNodeMiddleware, run as probotRun } from 'probot';
 import { loadEnv, type Env } from '../config/env.ts';
 import { GitHubApp, githubEndpoints } from '../github/app-auth.ts';
+import { createLimitedServer, type GuardedRequest } from '../github/webhook-limits.ts';
 import { lilypadApp } from '../github/webhooks.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { EVENTS_QUEUE, type EventJob } from '../queue/jobs.ts';
@@ -49,6 +51,7 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
     secrets: [env.OPENAI_API_KEY, env.WEBHOOK_SECRET, env.PRIVATE_KEY],
     destination: 1,
   });
+  containProcessFailures(logger);
   const creds = credentials(env);
   const redisUrl = env.REDIS_URL ?? DEFAULT_REDIS;
   if (creds) {
@@ -104,23 +107,73 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
   return 0;
 }
 
+const WEBHOOK_PATH = '/api/github/webhooks';
+
+/**
+ * The webhook server: Probot's webhook middleware (it verifies X-Hub-Signature-256 on the raw body)
+ * behind Lilypad's own http server, which bounds bodies, request time and connections before Probot
+ * sees a request (see webhook-limits.ts). GET /ping answers PONG for health checks.
+ */
 async function startWeb(env: Env, creds: AppCredentials, redisUrl: string, logger: Logger): Promise<() => Promise<void>> {
   const events = new Queue<EventJob>(EVENTS_QUEUE, {
     connection: createRedis(redisUrl),
     prefix: env.LILYPAD_QUEUE_PREFIX,
     defaultJobOptions: { attempts: 3, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: { age: 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } },
   });
-  const server = new Server({
-    Probot: Probot.defaults({ appId: creds.appId, privateKey: creds.privateKey, secret: creds.secret, baseUrl: githubEndpoints(env).apiUrl, log: logger }),
-    host: env.HOST ?? 'localhost',
-    port: env.PORT,
-    log: logger,
+  const probot = new Probot({ appId: creds.appId, privateKey: creds.privateKey, secret: creds.secret, baseUrl: githubEndpoints(env).apiUrl, log: logger });
+  const webhooks = await createNodeMiddleware(lilypadApp(events), { probot, webhooksPath: WEBHOOK_PATH });
+  const server = createLimitedServer(async (req: GuardedRequest, res: ServerResponse) => {
+    if (req.method === 'GET' && req.url?.split('?')[0] === '/ping') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('PONG');
+      return;
+    }
+    await webhooks(req, res, () => {
+      if (!res.headersSent) res.writeHead(404).end();
+    });
   });
-  await server.load(lilypadApp(events));
-  await server.start();
-  logger.info({ host: env.HOST ?? 'localhost', port: env.PORT }, 'webhook server listening on /api/github/webhooks');
+  const host = env.HOST ?? 'localhost';
+  await listen(server, env.PORT, host);
+  logger.info({ host, port: env.PORT }, `webhook server listening on ${WEBHOOK_PATH}`);
   return async () => {
-    await server.stop();
+    await closeServer(server);
     await events.close();
+  };
+}
+
+function listen(server: HttpServer, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      reject(err.code === 'EADDRINUSE' ? new UsageError(`port ${port} is already in use: set PORT to a free port`) : err);
+    });
+    server.listen(port, host, () => resolve());
+  });
+}
+
+/** Stops accepting, lets requests in flight finish (they take milliseconds), then drops the rest. */
+async function closeServer(server: HttpServer): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const force = setTimeout(() => server.closeAllConnections(), 5000);
+  await closed;
+  clearTimeout(force);
+}
+
+/**
+ * A bug that throws outside any job (a stray callback, a promise nobody awaited) is logged with its
+ * error and the process goes on: the default (exit) would kill every job this process is running
+ * and leave their sandboxes behind, for a failure that concerned at most one of them.
+ */
+export function containProcessFailures(logger: Logger, proc: NodeJS.EventEmitter = process): () => void {
+  const onRejection = (reason: unknown) => {
+    logger.error(reason instanceof Error ? { err: reason } : { reason: String(reason) }, 'unhandled promise rejection; the process keeps running');
+  };
+  const onException = (err: Error, origin: string) => {
+    logger.error({ err, origin }, 'uncaught exception; the process keeps running');
+  };
+  proc.on('unhandledRejection', onRejection);
+  proc.on('uncaughtException', onException);
+  return () => {
+    proc.off('unhandledRejection', onRejection);
+    proc.off('uncaughtException', onException);
   };
 }

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { git } from '../workspace/git.ts';
 import { gitAuthEnv } from '../workspace/mirror.ts';
 import { remoteTip } from '../pipeline/publish-change.ts';
+import { pushBranch } from '../workspace/publish.ts';
 import type { GitHubApp } from './app-auth.ts';
 import type { GitHubClient } from './client.ts';
 
@@ -43,11 +44,8 @@ export async function releaseCi(octokit: GitHubClient, input: CiReleaseInput): P
     const host = new URL(pr.html_url).host;
     const author = [`-c`, `user.name=${identity.slug}[bot]`, `-c`, `user.email=${identity.botUserId ?? identity.id}+${identity.slug}[bot]@users.noreply.${host}`];
     await git([...author, 'commit', '--quiet', '--allow-empty', '--no-verify', '-m', `Run CI on Lilypad's change\n\nReleased by @${input.requestedBy} with \`/lilypad ci\`.`], { cwd: dir });
-    try {
-      await git(['push', '--quiet', '--no-verify', `--force-with-lease=refs/heads/${pr.head.ref}:${tip}`, url, `HEAD:refs/heads/${pr.head.ref}`], { cwd: dir, env });
-    } catch {
-      return `someone pushed to ${pr.head.ref} meanwhile; that push decides whether CI runs`;
-    }
+    const pushed = await pushBranch(dir, url, pr.head.ref, token.gitAuthHeader(), { expected: tip });
+    if (pushed === 'lease-failed') return `someone pushed to ${pr.head.ref} meanwhile; that push decides whether CI runs`;
     return `released CI on ${pr.head.ref}`;
   } finally {
     await token.revoke();

@@ -1,6 +1,7 @@
 import { UnrecoverableError } from 'bullmq';
 import { ModelError } from '../agent/model-client.ts';
 import { statusOf } from '../github/client.ts';
+import { GlobError } from '../config/globs.ts';
 import { LockTimeoutError } from '../queue/redis-lock.ts';
 import { SandboxDeadlineError } from '../sandbox/deadline.ts';
 import { CancelledError, SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError } from '../sandbox/errors.ts';
@@ -42,6 +43,13 @@ export function classifyFailure(err: unknown): FailureVerdict {
       kind: 'final',
       what: `the model server failed: ${err.message}`,
       todo: 'ask the Lilypad administrator to check the model server (`lilypad doctor`), then run Lilypad again.',
+    };
+  }
+  if (err instanceof GlobError) {
+    return {
+      kind: 'final',
+      what: `a path or image pattern could not be used: ${err.message}`,
+      todo: 'fix or simplify `exclude_paths` in `.github/lilypad.yml` (fewer `*` in one pattern), or ask the administrator to simplify LILYPAD_ALLOWED_IMAGES; then run Lilypad again.',
     };
   }
   if (err instanceof LockTimeoutError) {

@@ -34,6 +34,7 @@ export interface LocalRunOptions {
   model?: string | undefined;
   modelTimeoutMs: number;
   modelRetries: number;
+  maxResponseBytes?: number | undefined;
   retryBaseMs?: number;
   testTimeoutSeconds: number;
   budgets: AgentBudgets;
@@ -125,6 +126,7 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
       apiKey: opts.apiKey,
       timeoutMs: opts.modelTimeoutMs,
       maxRetries: opts.modelRetries,
+      ...(opts.maxResponseBytes !== undefined ? { maxResponseBytes: opts.maxResponseBytes } : {}),
       ...(opts.retryBaseMs !== undefined ? { retryBaseMs: opts.retryBaseMs } : {}),
     });
     const model = await phase('model', () => client.resolveModel(opts.model, opts.signal));

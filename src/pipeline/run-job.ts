@@ -195,6 +195,7 @@ async function runInSandbox(
       timeoutMs: deps.env.LILYPAD_MODEL_TIMEOUT_SECONDS * 1000,
       maxRetries: deps.env.LILYPAD_MODEL_RETRIES,
       retryBaseMs: deps.env.LILYPAD_MODEL_RETRY_BASE_MS,
+      maxResponseBytes: deps.env.LILYPAD_MODEL_MAX_RESPONSE_MB * 1024 * 1024,
     });
     const model = await ctx.step('model', () => client.resolveModel(deps.env.LILYPAD_MODEL, ctx.signal));
     const prepared = prepareIssue(text.title, text.body);

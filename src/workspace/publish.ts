@@ -107,19 +107,18 @@ async function stagedCounts(dir: string): Promise<ChangedFile[]> {
 export type PushResult = 'pushed' | 'lease-failed';
 
 /**
- * Pushes the prepared commit to `branch`. With a lease, the push happens only while the branch is
- * still at `lease.expected` (null: the branch must not exist yet), so a push someone else made since
- * is never overwritten; a lost lease resolves to 'lease-failed' and any other failure throws.
- * Without a lease it force-pushes (the behaviour before leases; callers should pass one).
+ * Pushes the prepared commit to `branch`, only while the branch is still at `lease.expected` (null:
+ * the branch must not exist yet), so a push someone else made since is never overwritten. A lost
+ * lease resolves to 'lease-failed'; any other failure (a server's refusal included) throws GitError.
  */
-export async function pushBranch(dir: string, cloneUrl: string, branch: string, authHeader: string, lease?: { expected: string | null }): Promise<PushResult> {
+export async function pushBranch(dir: string, cloneUrl: string, branch: string, authHeader: string, lease: { expected: string | null }): Promise<PushResult> {
   const ref = `refs/heads/${branch}`;
-  const force = lease ? `--force-with-lease=${ref}:${lease.expected ?? ''}` : '--force';
+  const force = `--force-with-lease=${ref}:${lease.expected ?? ''}`;
   const res = await gitRun(['push', '--porcelain', '--no-verify', force, cloneUrl, `HEAD:${ref}`], { cwd: dir, env: gitAuthEnv(authHeader) });
   if (res.code === 0) return 'pushed';
   // --porcelain: "<flag>\t<from>:<to>\t<summary>" per ref; a lost lease is "!" and "[rejected] (stale info)".
   // A server's refusal ("[remote rejected] (protected branch hook declined)") is not a lease failure.
   const line = res.stdout.split('\n').find((l) => l.split('\t')[1]?.endsWith(`:${ref}`));
-  if (lease && line?.startsWith('!\t') && /\[rejected\] \(stale info\)/.test(line)) return 'lease-failed';
+  if (line?.startsWith('!\t') && /\[rejected\] \(stale info\)/.test(line)) return 'lease-failed';
   throw new GitError(`git push to ${branch} failed: ${[line, res.stderr.trim()].filter(Boolean).join('; ') || `exit code ${res.code}`}`);
 }

@@ -439,6 +439,24 @@ describe('agent loop: end conditions and exit reasons', () => {
     assert.equal(server.chatRequests().length, 1);
   });
 
+  test('the wall-clock budget is checked before each tool call too: a long turn stops mid-way (max_time)', async () => {
+    const calls = [1, 2, 3, 4, 5, 6].map((i) => bash(`sleep 1; echo ${i} >> ran.txt`));
+    const started = Date.now();
+    const { result, server, trajectory } = await run({ script: [{ toolCalls: calls }, { content: 'never reached' }] }, { budgets: { maxWallSeconds: 2 } });
+    const elapsed = Date.now() - started;
+    assert.equal(result.exitReason, 'max_time');
+    assert.equal(result.steps, 1);
+    assert.equal(server.chatRequests().length, 1);
+    assert.ok(elapsed < 4500, `the run ended ${elapsed} ms after it started, with a 2 s budget (all six calls take 6 s)`);
+    const ran = (await box.readBytes('ran.txt')).toString().trim().split('\n');
+    assert.ok(ran.length >= 1 && ran.length <= 3, `calls run: ${ran.join(',')}`);
+    const rec = trajectory.records[0];
+    assert.ok(rec);
+    assert.equal(rec.tools.length, ran.length, 'the trajectory records exactly the calls that ran');
+    assert.equal(rec.assistant.tool_calls?.length, 6, 'the assistant turn is recorded as the model sent it');
+    assert.match(rec.error ?? '', /max_time|wall-clock/);
+  });
+
   test('model errors after retries end the run (llm_query_error), retries recorded', async () => {
     const { result, trajectory, server } = await run({ script: [{ status: 500 }, { status: 500 }, { status: 500 }, { content: 'never reached' }] }, { maxRetries: 2 });
     assert.equal(result.exitReason, 'llm_query_error');

@@ -13,6 +13,10 @@
  * - 401 (apiKey): `{"error":"Unauthorized"}` on both (that is what both servers' auth middleware sends);
  * - unknown path 404 / wrong method 405: FastAPI's `{"detail":"Not Found"}` / `{"detail":"Method Not Allowed"}`.
  *
+ * Faults for the client's limits: `delayMs` (nothing, not even headers, before it), `trickle` (headers
+ * at once, then the body a few bytes at a time), `hugeBody` (a body of any size, streamed with
+ * backpressure), `hang` and `dropConnection`.
+ *
  * `stream: true` requests get a server-sent-event stream of `chat.completion.chunk`s built from the
  * same scripted reply (best effort; the non-streaming shapes are the pinned ones).
  */
@@ -39,7 +43,10 @@ export interface ScriptedCompletion {
   finishReason?: 'stop' | 'tool_calls' | 'length';
   /** Defaults: prompt ceil(rawBody.length/4), completion ceil((reasoning+content+arguments).length/4). */
   usage?: { prompt_tokens?: number; completion_tokens?: number; cached_tokens?: number };
+  /** Wait this long before sending anything (the status line and headers included). */
   delayMs?: number;
+  /** Send the headers at once, then the body `chunkBytes` at a time every `intervalMs` (a stalling server). */
+  trickle?: { chunkBytes: number; intervalMs: number };
 }
 /** HTTP 400 context-length rejection in the flavour's shape. */
 export interface ScriptedContextLengthError {
@@ -64,7 +71,17 @@ export interface ScriptedDrop {
 export interface ScriptedHang {
   hang: true;
 }
-export type ScriptedReply = ScriptedCompletion | ScriptedContextLengthError | ScriptedHttpError | ScriptedDrop | ScriptedHang;
+/**
+ * HTTP `status` (default 200) with a JSON-looking body of `hugeBody` bytes, sent as fast as the client
+ * reads it (chunked unless `contentLength`), never held in memory here. Stops when the client goes away.
+ */
+export interface ScriptedHugeBody {
+  hugeBody: number;
+  status?: number;
+  /** Announce the size in Content-Length (default: chunked, so only reading tells the size). */
+  contentLength?: boolean;
+}
+export type ScriptedReply = ScriptedCompletion | ScriptedContextLengthError | ScriptedHttpError | ScriptedDrop | ScriptedHang | ScriptedHugeBody;
 
 export interface RecordedRequest {
   method: string;
@@ -338,6 +355,10 @@ export async function startModelServer(opts: ModelServerOptions = {}): Promise<M
     if ('hang' in reply) {
       return; // never answered; close() destroys the socket
     }
+    if ('hugeBody' in reply) {
+      await sendHuge(res, reply);
+      return;
+    }
     if ('error' in reply) {
       const c = reply.contextLength ?? contextLength;
       const n = reply.inputTokens ?? Math.max(Math.ceil(record.rawBody.length / 4), c + 1);
@@ -356,13 +377,60 @@ export async function startModelServer(opts: ModelServerOptions = {}): Promise<M
     }
     await sleep(reply.delayMs ?? 0);
     const completion = buildCompletion(reply, body, record.rawBody);
-    if (body.stream === true) {
+    if (reply.trickle !== undefined) {
+      await sendTrickle(res, JSON.stringify(completion.response), reply.trickle);
+    } else if (body.stream === true) {
       const streamOptions = body['stream_options'];
       const includeUsage = isPlainObject(streamOptions) && streamOptions['include_usage'] === true;
       writeStream(res, completion, includeUsage);
     } else {
       send(res, 200, completion.response);
     }
+  };
+
+  const sendTrickle = async (res: ServerResponse, text: string, trickle: { chunkBytes: number; intervalMs: number }): Promise<void> => {
+    if (closed || res.destroyed) return;
+    const bytes = Buffer.from(text);
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': bytes.length });
+    res.flushHeaders();
+    for (let i = 0; i < bytes.length; i += trickle.chunkBytes) {
+      if (closed || res.destroyed) return;
+      res.write(bytes.subarray(i, i + trickle.chunkBytes));
+      await sleep(trickle.intervalMs);
+    }
+    if (!closed && !res.destroyed) res.end();
+  };
+
+  const sendHuge = async (res: ServerResponse, reply: ScriptedHugeBody): Promise<void> => {
+    if (closed || res.destroyed) return;
+    const headers: Record<string, string | number> = { 'content-type': 'application/json' };
+    if (reply.contentLength === true) headers['content-length'] = reply.hugeBody;
+    res.writeHead(reply.status ?? 200, headers);
+    const head = Buffer.from('{"id":"chatcmpl-huge","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"');
+    const chunk = Buffer.alloc(64 * 1024, 'a');
+    let sent = 0;
+    const write = (b: Buffer): Promise<void> =>
+      new Promise((resolve) => {
+        // Backpressure: wait for the client to read, or for the connection to go away.
+        if (res.write(b)) resolve();
+        else {
+          const done = () => {
+            res.off('drain', done);
+            res.off('close', done);
+            resolve();
+          };
+          res.once('drain', done);
+          res.once('close', done);
+        }
+      });
+    await write(head.subarray(0, Math.min(head.length, reply.hugeBody)));
+    sent += Math.min(head.length, reply.hugeBody);
+    while (sent < reply.hugeBody && !closed && !res.destroyed) {
+      const piece = chunk.subarray(0, Math.min(chunk.length, reply.hugeBody - sent));
+      await write(piece);
+      sent += piece.length;
+    }
+    if (!closed && !res.destroyed) res.end();
   };
 
   interface Completion {

@@ -2,6 +2,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Agent, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 
 import { ModelClient, ModelError, type CompletionOutcome, type ModelClientOptions, type RetryRecord } from '../../src/agent/model-client.ts';
 import { CancelledError } from '../../src/sandbox/errors.ts';
@@ -305,5 +306,73 @@ describe('ModelClient: vLLM-specific and listing errors', () => {
     await server.close();
     const c = new ModelClient({ baseURL: url, timeoutMs: 2000, maxRetries: 0 });
     await assert.rejects(c.resolveModel(undefined), (err: unknown) => err instanceof ModelError && /OPENAI_BASE_URL/.test(err.message));
+  });
+});
+
+describe('ModelClient: every request is bounded in time and size', () => {
+  test('a generation slower than undici’s default headers timeout succeeds when the model timeout allows it (no regeneration)', async () => {
+    // Node's fetch gives up waiting for response headers after 300 s, half of the default
+    // LILYPAD_MODEL_TIMEOUT_SECONDS. Scaled down: the process-wide default here allows 300 ms, the
+    // model timeout 5 s, and the server takes 1 s before its headers. Only a client that brings its
+    // own dispatcher, with the model timeout as its headers timeout, gets the answer.
+    const previous = getGlobalDispatcher();
+    const scaledDown = new Agent({ headersTimeout: 300, bodyTimeout: 300 });
+    setGlobalDispatcher(scaledDown);
+    try {
+      await withServer({ script: [{ delayMs: 1000, content: 'slow but fine' }, { content: 'a regeneration' }] }, async (server) => {
+        const { outcome, retries } = await complete(client(server, { timeoutMs: 5000, maxRetries: 1 }));
+        assert.equal(outcome.kind, 'ok');
+        if (outcome.kind === 'ok') assert.equal(outcome.completion.choices[0]?.message.content, 'slow but fine');
+        assert.deepEqual(retries, []);
+        assert.equal(server.chatRequests().length, 1, 'the generation must not be requested twice');
+      });
+    } finally {
+      setGlobalDispatcher(previous);
+      await scaledDown.close();
+    }
+  });
+
+  test('a body that trickles in ends with a timeout ModelError at the model timeout, not when the server is done', { timeout: 60_000 }, async () => {
+    // 2 bytes every 100 ms: the whole answer would take over 20 s.
+    await withServer({ script: [{ content: 'x'.repeat(200), trickle: { chunkBytes: 2, intervalMs: 100 } }] }, async (server) => {
+      const started = Date.now();
+      const { err } = await completeFails(client(server, { timeoutMs: 1000, maxRetries: 0 }));
+      const e = asModelError(err);
+      assert.match(e.message, /timed out/i);
+      assert.ok(Date.now() - started < 4000, `took ${Date.now() - started} ms`);
+    });
+  });
+
+  for (const contentLength of [false, true]) {
+    test(`a 500 MB body ends as a ModelError at maxResponseBytes, memory bounded, not retried (${contentLength ? 'Content-Length' : 'chunked'})`, { timeout: 60_000 }, async () => {
+      await withServer({ script: [{ hugeBody: 500 * 1024 * 1024, contentLength }, { content: 'never reached' }] }, async (server) => {
+        const rssBefore = process.memoryUsage().rss;
+        const started = Date.now();
+        const { err, retries } = await completeFails(client(server, { timeoutMs: 30_000, maxRetries: 2, maxResponseBytes: 1024 * 1024 }));
+        const e = asModelError(err);
+        assert.match(e.message, /larger than 1 MiB/);
+        assert.match(e.message, /LILYPAD_MODEL_MAX_RESPONSE_MB/);
+        assert.deepEqual(retries, [], 'an oversized answer is not requested again');
+        assert.equal(server.chatRequests().length, 1);
+        assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+        const grewMb = (process.memoryUsage().rss - rssBefore) / (1024 * 1024);
+        assert.ok(grewMb < 100, `RSS grew by ${grewMb.toFixed(0)} MB`);
+      });
+    });
+  }
+
+  test('an oversized error body is cut off the same way', { timeout: 60_000 }, async () => {
+    await withServer({ script: [{ hugeBody: 50 * 1024 * 1024, status: 500 }] }, async (server) => {
+      const { err } = await completeFails(client(server, { timeoutMs: 30_000, maxRetries: 0, maxResponseBytes: 64 * 1024 }));
+      assert.match(asModelError(err).message, /larger than 64 KiB/);
+    });
+  });
+
+  test('an answer within maxResponseBytes is read normally', async () => {
+    await withServer({ script: [{ content: 'y'.repeat(10_000) }] }, async (server) => {
+      const { outcome } = await complete(client(server, { maxResponseBytes: 64 * 1024 }));
+      assert.equal(outcome.kind, 'ok');
+      if (outcome.kind === 'ok') assert.equal(outcome.completion.choices[0]?.message.content?.length, 10_000);
+    });
   });
 });

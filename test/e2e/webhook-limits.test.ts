@@ -1,0 +1,182 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+import { startApp, type AppHarness } from '../support/app-harness.ts';
+
+/** Resident memory of a process, from /proc (kB -> MB). */
+function rssMb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmRSS:'));
+  return Number(/(\d+)/.exec(line ?? '')?.[1] ?? NaN) / 1024;
+}
+
+interface BigPostResult {
+  status: number | null;
+  ms: number;
+  sentMb: number;
+}
+
+/**
+ * POSTs up to `totalMb` of zeros to the webhook URL without a signature, as fast as the server takes
+ * them, and stops once an answer (or a closed connection) arrives. `chunked` leaves out Content-Length.
+ */
+function bigPost(url: string, totalMb: number, chunked: boolean): Promise<BigPostResult> {
+  const started = Date.now();
+  const target = new URL(url);
+  const total = totalMb * 1024 * 1024;
+  const chunk = Buffer.alloc(1024 * 1024);
+  return new Promise((resolve) => {
+    let sent = 0;
+    let done = false;
+    const finish = (status: number | null) => {
+      if (done) return;
+      done = true;
+      req.destroy();
+      resolve({ status, ms: Date.now() - started, sentMb: sent / (1024 * 1024) });
+    };
+    const headers: Record<string, string | number> = { 'content-type': 'application/json', 'x-github-event': 'issues', 'x-github-delivery': 'big-1', 'x-hub-signature-256': 'sha256=00' };
+    if (!chunked) headers['content-length'] = total;
+    const req = http.request({ host: target.hostname, port: target.port, path: target.pathname, method: 'POST', headers, agent: false }, (res) => {
+      res.resume();
+      finish(res.statusCode ?? null);
+    });
+    req.on('error', () => finish(null));
+    const pump = () => {
+      while (!done && sent < total) {
+        sent += chunk.length;
+        if (!req.write(chunk)) {
+          req.once('drain', pump);
+          return;
+        }
+      }
+      if (!done) req.end();
+    };
+    pump();
+    setTimeout(() => finish(null), 30_000).unref();
+  });
+}
+
+describe('the webhook server (lilypad web) bounds what strangers can send', () => {
+  let app: AppHarness;
+  // A stand-in for a bug somewhere in the process: on SIGUSR2 it throws from a callback and leaves
+  // a rejected promise unhandled, the two failures that by default end a Node process.
+  const plantDir = mkdtempSync(path.join(os.tmpdir(), 'lilypad-plant-'));
+  const plant = path.join(plantDir, 'plant.mjs');
+  writeFileSync(
+    plant,
+    "process.on('SIGUSR2', () => { setTimeout(() => { throw new Error('planted uncaught exception'); }); void Promise.reject(new Error('planted unhandled rejection')); });\n",
+  );
+
+  before(async () => {
+    app = await startApp({ book: {}, role: 'web', env: { NODE_OPTIONS: `--import ${plant}` } });
+    app.gh.createInstallation({ login: 'acme', type: 'Organization' });
+    app.gh.createUser('alice');
+    app.gh.createRepo('acme', 'calc', { files: { 'README.md': '# calc\n' } });
+  });
+  after(async () => {
+    await app?.stop();
+    rmSync(plantDir, { recursive: true, force: true });
+  });
+
+  const pid = () => {
+    assert.ok(app.proc.pid);
+    return app.proc.pid;
+  };
+
+  const signedWebhook = async () => {
+    const issue = app.gh.createIssue('acme', 'calc', { title: 'Hello', body: 'x', author: 'alice' });
+    const started = Date.now();
+    const res = await app.send('issues', app.gh.closeIssue('acme', 'calc', issue.number, 'alice'));
+    return { status: res.status, ms: Date.now() - started };
+  };
+
+  test('a 200 MB unsigned POST announcing its size gets 413 at once, before its body is read', async () => {
+    const before = rssMb(pid());
+    const res = await bigPost(app.webhookUrl, 200, false);
+    assert.equal(res.status, 413);
+    assert.ok(res.ms < 3000, `answered after ${res.ms} ms`);
+    assert.ok(res.sentMb < 200, `the client got to send ${res.sentMb} MB`);
+    const grew = rssMb(pid()) - before;
+    assert.ok(grew < 40, `RSS grew by ${grew.toFixed(1)} MB`);
+  });
+
+  test('a chunked 200 MB POST is cut off at 25 MB with 413; memory stays bounded', async () => {
+    const before = rssMb(pid());
+    const res = await bigPost(app.webhookUrl, 200, true);
+    assert.equal(res.status, 413);
+    assert.ok(res.ms < 10_000, `answered after ${res.ms} ms`);
+    assert.ok(res.sentMb < 120, `the client got to send ${res.sentMb} MB before the server stopped it`);
+    const grew = rssMb(pid()) - before;
+    assert.ok(grew < 100, `RSS grew by ${grew.toFixed(1)} MB`);
+    // And the server still does its job.
+    const ok = await signedWebhook();
+    assert.ok(ok.status >= 200 && ok.status < 300, `status ${ok.status}`);
+  });
+
+  test('100 slow-drip connections cannot hold the server: a signed webhook is answered meanwhile, and the drips are cut off', { timeout: 60_000 }, async () => {
+    const url = new URL(app.webhookUrl);
+    const sockets: net.Socket[] = [];
+    const closedAt: number[] = [];
+    const started = Date.now();
+    const timers: NodeJS.Timeout[] = [];
+    try {
+      for (let i = 0; i < 100; i++) {
+        const s = net.connect({ host: url.hostname, port: Number(url.port) });
+        s.on('error', () => undefined);
+        s.resume(); // read whatever the server answers (408), so that its close is seen
+        s.on('close', () => closedAt.push(Date.now() - started));
+        sockets.push(s);
+        // Headers one byte a second: never complete.
+        const line = `POST ${url.pathname} HTTP/1.1\r\nHost: x\r\nX-Drip: ${'d'.repeat(200)}`;
+        let at = 0;
+        s.on('connect', () => {
+          const t = setInterval(() => {
+            if (s.destroyed || at >= line.length) return;
+            s.write(line[at++]!);
+          }, 1000);
+          timers.push(t);
+        });
+      }
+      await new Promise((r) => setTimeout(r, 1500));
+      const ok = await signedWebhook();
+      assert.ok(ok.status >= 200 && ok.status < 300, `status ${ok.status}`);
+      assert.ok(ok.ms < 3000, `the signed webhook took ${ok.ms} ms`);
+
+      // The server's headers timeout (10 s, checked every second) closes every drip.
+      const until = Date.now() + 20_000;
+      while (closedAt.length < 100 && Date.now() < until) await new Promise((r) => setTimeout(r, 250));
+      assert.equal(closedAt.length, 100, `${closedAt.length} of 100 drip connections were closed by the server`);
+      assert.ok(Math.max(...closedAt) < 15_000, `the last drip was cut after ${Math.max(...closedAt)} ms`);
+    } finally {
+      for (const t of timers) clearInterval(t);
+      for (const s of sockets) s.destroy();
+    }
+  });
+
+  test('GET /ping answers PONG; unknown paths 404', async () => {
+    const ping = await fetch(new URL('/ping', app.webhookUrl));
+    assert.equal(ping.status, 200);
+    assert.equal(await ping.text(), 'PONG');
+    assert.equal((await fetch(new URL('/nope', app.webhookUrl))).status, 404);
+  });
+
+  test('an uncaught exception and an unhandled rejection are logged with their error, and the process keeps serving', async () => {
+    process.kill(pid(), 'SIGUSR2');
+    const until = Date.now() + 10_000;
+    while (!(app.logs().includes('planted uncaught exception') && app.logs().includes('planted unhandled rejection')) && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const lines = app.logs().split('\n').filter((l) => l.includes('planted'));
+    assert.ok(lines.some((l) => /uncaught exception/.test(l) && /"stack"/.test(l)), lines.join('\n'));
+    assert.ok(lines.some((l) => /unhandled promise rejection/.test(l) && /planted unhandled rejection/.test(l)), lines.join('\n'));
+    assert.equal(app.proc.exitCode, null, 'the process is still running');
+    const ok = await signedWebhook();
+    assert.ok(ok.status >= 200 && ok.status < 300, `status ${ok.status}`);
+  });
+});
