@@ -1,13 +1,19 @@
 import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { STATUS_MARKER } from './status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
 import { eventJobId, runJobId, type EventJob, type RunJob } from '../queue/jobs.ts';
 import type { GitHubApp } from './app-auth.ts';
 import type { GitHubClient } from './client.ts';
 
 export const DEFAULT_TRIGGER_LABEL = 'lilypad';
+/** Status texts that promise a job exists (see renderStatus). */
+const LIVE_STATUS = /\*\*(Queued|Running|Testing)\*\*/;
 
 export interface ReconcileDeps {
   github: GitHubApp;
+  redis: Redis;
+  prefix: string;
   runs: Queue<RunJob>;
   events: Queue<EventJob>;
   logger: Logger;
@@ -66,7 +72,13 @@ async function enqueueIfMissed(deps: ReconcileDeps, octokit: GitHubClient, insta
   const repoId = Number((await octokit.request('GET /repos/{owner}/{repo}', { owner, repo })).data.id);
   if (await deps.runs.getJob(runJobId(repoId, issueNumber))) return false;
   const comments = (await octokit.request('GET /repos/{owner}/{repo}/issues/{issue_number}/comments', { owner, repo, issue_number: issueNumber, per_page: 100 })).data;
-  if (comments.some((c) => c.user?.login === botLogin)) return false; // answered before: not missed
+  const ours = comments.filter((c) => c.user?.login === botLogin);
+  // A status that says a job waits or runs, with no job in Redis: the job was lost with Redis's
+  // data. It is queued again, once per status edit.
+  const status = ours.find((c) => c.body?.startsWith(STATUS_MARKER));
+  const lost = status && LIVE_STATUS.test(status.body ?? '');
+  if (ours.length > 0 && !lost) return false; // answered before: not missed
+  if (lost && (await deps.redis.set(`${deps.prefix}:recovered:${repoId}:${issueNumber}:${status.updated_at}`, '1', 'EX', 30 * 24 * 3600, 'NX')) !== 'OK') return false;
   const events = (await octokit.request('GET /repos/{owner}/{repo}/issues/{issue_number}/events', { owner, repo, issue_number: issueNumber, per_page: 100 })).data as Array<{
     id: number;
     event: string;
@@ -75,7 +87,7 @@ async function enqueueIfMissed(deps: ReconcileDeps, octokit: GitHubClient, insta
   }>;
   const labeled = events.filter((e) => e.event === 'labeled' && e.label?.name.toLowerCase() === DEFAULT_TRIGGER_LABEL && e.actor).at(-1);
   if (!labeled?.actor) return false;
-  const deliveryId = `reconcile-${labeled.id}`;
+  const deliveryId = lost ? `recover-${labeled.id}-${Date.parse(status.updated_at)}` : `reconcile-${labeled.id}`;
   const job: EventJob = {
     installationId,
     repoId,
@@ -87,6 +99,7 @@ async function enqueueIfMissed(deps: ReconcileDeps, octokit: GitHubClient, insta
     label: labeled.label!.name,
     sender: { login: labeled.actor.login, type: labeled.actor.type },
     receivedAt: new Date().toISOString(),
+    ...(lost ? { note: 'Lilypad lost track of this job (its queue data was lost) and queued it again.' } : {}),
   };
   const existing = await deps.events.getJob(eventJobId(deliveryId));
   if (existing) return false;

@@ -132,7 +132,7 @@ async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient,
     };
     // Say "queued" before the job exists, so a fast worker's "running" can never be overwritten.
     const position = (await deps.runs.getWaitingCount()) + 1;
-    await deps.status.set(octokit, ref, { state: 'queued', position }, evt.sender.login);
+    await deps.status.set(octokit, ref, { state: 'queued', position, ...(evt.note ? { note: evt.note } : {}) }, evt.sender.login);
     await deps.runs.add('run', data, {
       jobId,
       attempts: deps.env.LILYPAD_JOB_ATTEMPTS,

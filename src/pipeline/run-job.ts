@@ -104,14 +104,7 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
   try {
     // 1. The trigger must still hold: issue open, label present, permission, text as pinned.
     const installation = await deps.github.installation(job.installationId);
-    let text: IssueText;
-    try {
-      text = await ctx.step('validate', () => validateTrigger(installation as unknown as GitHubClient, job, () => recordedEdits(ctx)));
-    } catch (err) {
-      if (!(err instanceof StaleTriggerError)) throw err;
-      await status.finish({ state: 'cancelled', why: err.message });
-      return { result: 'stale', why: err.message };
-    }
+    const text = await ctx.step('validate', () => validateTrigger(installation as unknown as GitHubClient, job, () => recordedEdits(ctx)));
     const config = await ctx.step('config', () => loadConfigOrFail(installation, ctx.ref));
     await status.phase({ state: 'running', step: 0, phase: 'preparing the sandbox' });
 
@@ -172,6 +165,11 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
     const title = `${incomplete ? '[incomplete] ' : ''}Lilypad: ${text.title}`.slice(0, 250);
     await refuseSecrets(scanner(), patch, [body, title]);
     return await publish(ctx, config, change, { title, body, baseBranch: repoInfo.default_branch, cloneUrl: repoInfo.clone_url, incomplete, exitReason: agent.exitReason });
+  } catch (err) {
+    // The trigger stopped holding (at the start, or right before the agent): say so, not "failed".
+    if (!(err instanceof StaleTriggerError)) throw err;
+    await status.finish({ state: 'cancelled', why: err.message });
+    return { result: 'stale', why: err.message };
   } finally {
     // Release everything, newest first, whatever happened.
     for (const cleanup of cleanups.reverse()) await cleanup().catch((err: unknown) => log.warn({ err: (err as Error).message }, 'cleanup failed'));

@@ -45,13 +45,17 @@ export interface SweepSummary {
  * LILYPAD_DATA_DIR/tmp). Run on every worker, every minute; an instance is dead when its
  * heartbeat has expired.
  */
-export async function sweepDeadInstances(docker: Docker, redis: Redis, prefix: string, tmpRoot: string, self: string): Promise<SweepSummary> {
+export async function sweepDeadInstances(docker: Docker, redis: Redis, prefix: string, tmpRoot: string, self: string, confirmMs = EVERY_MS + 5_000): Promise<SweepSummary> {
   const summary: SweepSummary = { instances: [], containers: 0, networks: 0, tmpDirs: 0 };
   const labelled = await docker.listContainers({ all: true, filters: { label: [LABEL_INSTANCE, `${LABEL_PREFIX}=${prefix}`] } });
   const fromDocker = labelled.map((c) => c.Labels[LABEL_INSTANCE]).filter((i): i is string => !!i);
   const fromDisk = await readdir(tmpRoot).catch(() => [] as string[]);
   for (const instance of new Set([...fromDocker, ...fromDisk])) {
     if (instance === self || (await isAlive(redis, prefix, instance))) continue;
+    // A heartbeat can be missing for a moment (Redis lost its data, a slow refresh): an instance is
+    // dead only if it is still silent after a full refresh interval.
+    await new Promise((r) => setTimeout(r, confirmMs));
+    if (await isAlive(redis, prefix, instance)) continue;
     summary.instances.push(instance);
     for (const c of labelled.filter((c) => c.Labels[LABEL_INSTANCE] === instance)) {
       await docker

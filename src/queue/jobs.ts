@@ -26,6 +26,8 @@ export const eventJobSchema = z.object({
   /** The issue's text as the webhook carried it: what the person who triggered the job saw. */
   issueTitle: z.string().optional(),
   issueBody: z.string().nullable().optional(),
+  /** Said in the queued status (a job recovered by the reconcile sweep). */
+  note: z.string().optional(),
   sender: z.object({ login: z.string(), type: z.string() }),
   receivedAt: z.string(),
 });

@@ -74,14 +74,19 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   await mkdir(path.join(tmpRoot, instance), { recursive: true });
   // Workspaces are made with mkdtemp(os.tmpdir()): keep them where the sweep can find them.
   process.env['TMPDIR'] = path.join(tmpRoot, instance);
+  let sweeping = false;
   const sweep = async () => {
-    const done = await sweepDeadInstances(opts.docker, redis, prefix, tmpRoot, instance).catch((err: Error) => {
-      logger.warn({ err: err.message }, 'sweep failed');
-      return null;
-    });
+    if (sweeping) return;
+    sweeping = true;
+    const done = await sweepDeadInstances(opts.docker, redis, prefix, tmpRoot, instance)
+      .catch((err: Error) => {
+        logger.warn({ err: err.message }, 'sweep failed');
+        return null;
+      })
+      .finally(() => (sweeping = false));
     if (done && done.instances.length > 0) logger.warn(done, 'removed what stopped worker instances left behind');
   };
-  await sweep();
+  void sweep();
   const sweeper = setInterval(() => void sweep(), SWEEP_EVERY_MS);
   sweeper.unref();
 
@@ -92,7 +97,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
     EVENTS_QUEUE,
     async (job) => {
       if (job.name === RECONCILE) {
-        const summary = await reconcileMissedTriggers({ github: opts.github, runs: runsQueue, events: eventsQueue, logger });
+        const summary = await reconcileMissedTriggers({ github: opts.github, runs: runsQueue, events: eventsQueue, logger, redis, prefix });
         return `reconciled: ${summary.enqueued} missed trigger(s) among ${summary.checked} labelled issue(s)`;
       }
       const evt = eventJobSchema.parse(job.data);

@@ -1,0 +1,111 @@
+/**
+ * Workers that die and queue data that is lost: the real processes (`lilypad web`, `lilypad
+ * worker`) against the GitHub stand-in, the scripted model server, real Redis and Docker.
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { after, before } from 'node:test';
+import { Redis } from 'ioredis';
+import { createDockerClient } from '../../../src/sandbox/sandbox.ts';
+import { startApp, titleOf, waitFor, type AppHarness, type ScriptBook } from '../../support/app-harness.ts';
+import { startGitHubStandin, type GitHubStandin } from '../../support/github-standin/index.ts';
+import { faultTest } from '../../support/fault-table.ts';
+import { CALC_REPO } from '../../support/fixture-repo.ts';
+
+const OWNER = 'acme';
+const docker = createDockerClient();
+const redis = new Redis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 3 });
+const FIX = [
+  { toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
+  { content: 'Fixed add().' },
+];
+/** The first conversation for a title hangs (the worker is mid-agent); later ones fix the bug. */
+const hangOnce = () => {
+  let hung = false;
+  return (turn: number) => {
+    if (turn === 0 && !hung) {
+      hung = true;
+      return { hang: true as const };
+    }
+    return FIX[turn] ?? { content: 'done' };
+  };
+};
+const book: ScriptBook = { 'Worker killed': hangOnce(), 'Queue data lost': hangOnce() };
+
+let gh: GitHubStandin;
+let web: AppHarness;
+const extra: AppHarness[] = [];
+const status = (n: number) => gh.comments(OWNER, 'calc', n).find((c) => c.body.startsWith('<!-- lilypad:status -->'))?.body ?? '';
+const prsFor = (n: number) => gh.pulls(OWNER, 'calc').filter((p) => p.head.ref.startsWith(`lilypad/issue-${n}`));
+const containersOf = async (prefix: string) => (await docker.listContainers({ all: true, filters: { label: [`dev.lilypad.prefix=${prefix}`, 'dev.lilypad.run'] } })).length;
+const worker = async (id: string, env: Record<string, string> = {}) => {
+  const w = await startApp({ book, role: 'worker', share: { gh, model: web.model, prefix: web.prefix }, env: { LILYPAD_WORKER_ID: id, ...env } });
+  extra.push(w);
+  return w;
+};
+
+before(async () => {
+  gh = await startGitHubStandin({ appSlug: 'lilypad' });
+  web = await startApp({ book, role: 'web', share: { gh } });
+  gh.createInstallation({ login: OWNER, type: 'Organization' });
+  gh.createUser('alice');
+  gh.createRepo(OWNER, 'calc', { files: { ...CALC_REPO, '.github/lilypad.yml': 'test: python3 -m unittest -q\n' } });
+  gh.addCollaborator(OWNER, 'calc', 'alice', 'maintain');
+});
+after(async () => {
+  for (const w of extra) await w.stop('SIGTERM').catch(() => undefined);
+  // Sandboxes of the workers killed on purpose, should a test have failed before the sweep ran.
+  for (const c of await docker.listContainers({ all: true, filters: { label: [`dev.lilypad.prefix=${web.prefix}`] } })) {
+    await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+  }
+  await web?.stop();
+  await gh?.close();
+  redis.disconnect();
+});
+
+faultTest(
+  '`kill -9` of a worker mid-agent, then a worker under a new host name on the same data dir',
+  "one pull request; the dead worker's sandbox and temp dir are removed",
+  async () => {
+    const first = await worker('host-a');
+    const n = gh.createIssue(OWNER, 'calc', { title: 'Worker killed', body: 'add is wrong', author: 'alice' }).number;
+    await web.send('issues', gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));
+    await waitFor(() => web.model.chatRequests().some((b) => titleOf(b) === 'Worker killed'), 'the agent to start', 60_000);
+    const deadTmp = path.join(first.dataDir, 'tmp');
+    await first.stop('SIGKILL');
+    const left = await containersOf(web.prefix);
+    const started = Date.now();
+    // Same data dir, another host name: the sweep must find the dead instance by its heartbeat.
+    await worker('host-b', { LILYPAD_DATA_DIR: first.dataDir });
+    await waitFor(() => /Done/.test(status(n)), 'the job to finish on the new worker', 240_000);
+    const tmpDirs = () => (existsSync(deadTmp) ? readdirSync(deadTmp).length : 0);
+    await waitFor(async () => (await containersOf(web.prefix)) === 0 && tmpDirs() === 1, 'the dead sandbox and temp dir to be swept', 150_000);
+    const tmpLeft = tmpDirs();
+    const prs = prsFor(n).length;
+    return {
+      observed: `${left} sandbox left by the killed worker; PR after ${Math.round((Date.now() - started) / 1000)} s; ${prs} pull request(s); sandboxes left: 0; temp dirs left: ${tmpLeft - 1} besides the live worker's`,
+      pass: prs === 1 && tmpLeft === 1,
+    };
+  },
+  { timeout: 400_000 },
+);
+
+faultTest(
+  "the queue's data is lost from Redis mid-run (every key of the installation's prefix deleted), then a worker restarts",
+  'the reconcile sweep sees a status that says running with no job behind it and queues the job again, once, saying so; one pull request',
+  async () => {
+    const w = await worker('host-c');
+    const n = gh.createIssue(OWNER, 'calc', { title: 'Queue data lost', body: 'add is wrong', author: 'alice' }).number;
+    await web.send('issues', gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));
+    await waitFor(() => web.model.chatRequests().some((b) => titleOf(b) === 'Queue data lost'), 'the agent to start', 60_000);
+    await w.stop('SIGKILL');
+    const keys = await redis.keys(`${web.prefix}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    await worker('host-d', { LILYPAD_RECONCILE_SECONDS: '2' });
+    await waitFor(() => /Done/.test(status(n)), 'the recovered job to finish', 240_000);
+    const sawNote = gh.comments(OWNER, 'calc', n).some((c) => c.edits.some((h) => /lost track of this job/.test(h)));
+    const prs = prsFor(n).length;
+    return { observed: `${keys.length} keys deleted; recovered with a note: ${sawNote}; ${prs} pull request(s)`, pass: prs === 1 && sawNote };
+  },
+  { timeout: 400_000 },
+);
