@@ -1,7 +1,7 @@
 import { retry } from '@octokit/plugin-retry';
 import { throttling } from '@octokit/plugin-throttling';
 import { Octokit } from '@octokit/rest';
-import { Probot, type ProbotOctokit } from 'probot';
+import { Probot, ProbotOctokit } from 'probot';
 import type { Logger } from '../observability/logger.ts';
 
 export interface GitHubEndpoints {
@@ -65,6 +65,29 @@ export class RepoToken {
 
 const JobOctokit = Octokit.plugin(retry, throttling);
 
+/**
+ * The cache interface of @octokit/auth-app, whose entries are `token|createdAt|expiresAt|…`: an
+ * entry close to its expiry reads as missing, so a new token is minted.
+ */
+export class ExpiryAwareTokenCache {
+  private readonly entries = new Map<string, string>();
+
+  get(key: string): string | undefined {
+    const value = this.entries.get(key);
+    if (value === undefined) return undefined;
+    const expiresAt = Date.parse(value.split('|')[2] ?? '');
+    if (!(expiresAt - Date.now() > TOKEN_MIN_VALIDITY_MS)) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return value;
+  }
+
+  set(key: string, value: string): void {
+    this.entries.set(key, value);
+  }
+}
+
 const quietLog = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };
 
 /** A token with less time left than this is replaced before use. */
@@ -89,10 +112,23 @@ export class GitHubApp {
     });
   }
 
-  /** A client authenticated as the installation (all its repositories), for short event handling. */
-  installation(installationId: number): Promise<ProbotOctokit> {
-    return this.probot.auth(installationId);
+  /**
+   * A client authenticated as the installation (all its repositories). Probot's own token cache
+   * keeps a token 59 minutes whatever its expiry says; this one drops a token with less than ten
+   * minutes left, so a client used late in a long job (or against a server with short-lived
+   * tokens) never sends a dead one.
+   */
+  async installation(installationId: number): Promise<ProbotOctokit> {
+    // Token requests go to the configured server, never to a default host.
+    const request = new Octokit({ baseUrl: this.opts.endpoints.apiUrl }).request;
+    return new ProbotOctokit({
+      baseUrl: this.opts.endpoints.apiUrl,
+      log: quietLog,
+      auth: { appId: this.opts.appId, privateKey: this.opts.privateKey, installationId, cache: this.tokenCache, request },
+    });
   }
+
+  private readonly tokenCache = new ExpiryAwareTokenCache();
 
   /** Mints a token for one repository with only contents, pull requests and issues write. */
   async mintRepoToken(installationId: number, repo: string): Promise<RepoToken> {

@@ -28,6 +28,17 @@ const book: ScriptBook = {
     { content: 'Fixed add().' },
   ],
   'Held CI': fix(),
+  'Touches lock files': [
+    {
+      toolCalls: [
+        { name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } },
+        { name: 'Write', arguments: { file_path: 'go.sum', content: 'example.test/mod v1.0.0 h1:changed=\n' } },
+        { name: 'Bash', arguments: { command: 'mkdir -p old && git mv yarn.lock old/yarn.lock.txt' } },
+      ],
+    },
+    { content: 'Fixed add() and tidied up.' },
+  ],
+  'Flaky pull request API': fix(),
 };
 
 let gh: GitHubStandin;
@@ -51,6 +62,10 @@ before(async () => {
   gh.addCollaborator(OWNER, 'calc', 'alice', 'maintain');
   gh.createRepo(OWNER, 'slowtests', { files: { ...CALC_REPO, '.github/lilypad.yml': 'test: sleep 6; python3 -m unittest -q\n' } });
   gh.addCollaborator(OWNER, 'slowtests', 'alice', 'maintain');
+  gh.createRepo(OWNER, 'locks', {
+    files: { ...CALC_REPO, 'go.sum': 'example.test/mod v1.0.0 h1:orig=\n', 'yarn.lock': '# yarn lockfile v1\n', '.github/lilypad.yml': "exclude_paths: ['*.{lock,sum}']\n" },
+  });
+  gh.addCollaborator(OWNER, 'locks', 'alice', 'maintain');
   scratch = mkdtempSync(path.join(os.tmpdir(), 'lilypad-faults-'));
 });
 after(async () => {
@@ -116,4 +131,36 @@ faultTest('ci: hold (the default), then a writer comments `/lilypad ci` on the p
   const parent = git(bare(), 'rev-parse', `${released}^`);
   const ok = /\[skip ci\]/.test(heldMessage) && /CI is on hold/.test(pr.body ?? '') && !/\[skip ci\]/.test(commitMessage(released)) && parent === held;
   return { observed: `first commit ${/\[skip ci\]/.test(heldMessage) ? 'has' : 'LACKS'} [skip ci]; after /lilypad ci: ${JSON.stringify(commitMessage(released).split('\n')[0])} on top of it`, pass: ok };
+});
+
+faultTest("`exclude_paths: ['*.{lock,sum}']`, and the agent changes go.sum and renames yarn.lock", 'both dropped from the pull request and reported in its body; the fix is published', async () => {
+  const n = gh.createIssue(OWNER, 'locks', { title: 'Touches lock files', body: 'add is wrong', author: 'alice' }).number;
+  await app.send('issues', gh.labelIssue(OWNER, 'locks', n, 'lilypad', 'alice'));
+  await waitFor(() => /Done|Failed|No change/.test(statusOf('locks', n)), `status of locks#${n}`, 120_000);
+  const pr = gh.pulls(OWNER, 'locks').find((p) => p.head.ref === `lilypad/issue-${n}`);
+  const branch = `lilypad/issue-${n}`;
+  const body = pr?.body ?? '';
+  const checks = {
+    'go.sum unchanged on the branch': gh.readFile(OWNER, 'locks', branch, 'go.sum') === 'example.test/mod v1.0.0 h1:orig=\n',
+    'yarn.lock still there': gh.readFile(OWNER, 'locks', branch, 'yarn.lock') === '# yarn lockfile v1\n',
+    'the fix published': /return a \+ b/.test(gh.readFile(OWNER, 'locks', branch, 'calc.py') ?? ''),
+    'go.sum reported': /`go\.sum`: excluded/.test(body),
+    'yarn.lock reported': /`yarn\.lock`: excluded/.test(body),
+  };
+  const failed = Object.entries(checks).filter(([, ok]) => !ok).map(([k]) => k);
+  const left = body.split('### Left out of this pull request')[1]?.split('\n\n')[1]?.replace(/\n/g, ' ') ?? '(no such section)';
+  return { observed: failed.length === 0 ? `left out: ${left.slice(0, 200)}` : `broken: ${failed.join('; ')}`, pass: !!pr && failed.length === 0 };
+});
+
+faultTest('HTTP 502 on `POST /pulls`, more often than the client retries it', 'the job is retried (its push is recognised as its own) and exactly one pull request is opened', async () => {
+  const n = gh.createIssue(OWNER, 'calc', { title: 'Flaky pull request API', body: 'add is wrong', author: 'alice' }).number;
+  const fault = gh.failApiRequests({ status: 502, times: 6, match: ({ method, path }) => method === 'POST' && /\/repos\/acme\/calc\/pulls$/.test(path) });
+  try {
+    await app.send('issues', gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));
+    await statusSays(n, /Done|Failed/);
+  } finally {
+    fault.remove();
+  }
+  const prs = gh.pulls(OWNER, 'calc').filter((p) => p.head.ref.startsWith(`lilypad/issue-${n}`));
+  return { observed: `${fault.hits} failed POST /pulls; ${prs.length} pull request(s) on ${prs.map((p) => p.head.ref).join(', ')}; status ${/Done/.test(status(n)) ? 'Done' : status(n).slice(0, 100)}`, pass: prs.length === 1 && prs[0]!.head.ref === `lilypad/issue-${n}` && /Done/.test(status(n)) };
 });

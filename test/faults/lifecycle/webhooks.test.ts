@@ -1,4 +1,4 @@
-import { after, before, describe, test } from 'node:test';
+import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -6,7 +6,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
-import { startApp, type AppHarness } from '../support/app-harness.ts';
+import { startApp, waitFor, type AppHarness } from '../../support/app-harness.ts';
+import { faultTest } from '../../support/fault-table.ts';
 
 /** Resident memory of a process, from /proc (kB -> MB). */
 function rssMb(pid: number): number {
@@ -62,7 +63,8 @@ function bigPost(url: string, totalMb: number, chunked: boolean): Promise<BigPos
   });
 }
 
-describe('the webhook server (lilypad web) bounds what strangers can send', () => {
+// The webhook server (lilypad web) bounds what strangers can send.
+{
   let app: AppHarness;
   // A stand-in for a bug somewhere in the process: on SIGUSR2 it throws from a callback and leaves
   // a rejected promise unhandled, the two failures that by default end a Node process.
@@ -96,35 +98,34 @@ describe('the webhook server (lilypad web) bounds what strangers can send', () =
     return { status: res.status, ms: Date.now() - started };
   };
 
-  test('a 200 MB unsigned POST announcing its size gets 413 at once, before its body is read', async () => {
+  faultTest('a 200 MB unsigned webhook announcing its size', '413 at once, before the body is read; the web role\'s memory stays bounded', async () => {
     const before = rssMb(pid());
     const res = await bigPost(app.webhookUrl, 200, false);
-    assert.equal(res.status, 413);
-    assert.ok(res.ms < 3000, `answered after ${res.ms} ms`);
-    assert.ok(res.sentMb < 200, `the client got to send ${res.sentMb} MB`);
     const grew = rssMb(pid()) - before;
-    assert.ok(grew < 40, `RSS grew by ${grew.toFixed(1)} MB`);
+    return {
+      observed: `HTTP ${res.status} after ${res.ms} ms, ${res.sentMb.toFixed(0)} MB sent; RSS grew ${grew.toFixed(1)} MB`,
+      pass: res.status === 413 && res.ms < 3000 && res.sentMb < 200 && grew < 40,
+    };
   });
 
-  test('a chunked 200 MB POST is cut off at 25 MB with 413; memory stays bounded', async () => {
+  faultTest('a chunked 200 MB unsigned webhook (no Content-Length)', 'cut off at 25 MB with 413; memory bounded; the next signed webhook is answered', async () => {
     const before = rssMb(pid());
     const res = await bigPost(app.webhookUrl, 200, true);
-    assert.equal(res.status, 413);
-    assert.ok(res.ms < 10_000, `answered after ${res.ms} ms`);
-    assert.ok(res.sentMb < 120, `the client got to send ${res.sentMb} MB before the server stopped it`);
     const grew = rssMb(pid()) - before;
-    assert.ok(grew < 100, `RSS grew by ${grew.toFixed(1)} MB`);
-    // And the server still does its job.
     const ok = await signedWebhook();
-    assert.ok(ok.status >= 200 && ok.status < 300, `status ${ok.status}`);
+    return {
+      observed: `HTTP ${res.status} after ${res.ms} ms, ${res.sentMb.toFixed(0)} MB sent; RSS grew ${grew.toFixed(1)} MB; then a signed webhook: HTTP ${ok.status}`,
+      pass: res.status === 413 && res.ms < 10_000 && res.sentMb < 120 && grew < 100 && ok.status >= 200 && ok.status < 300,
+    };
   });
 
-  test('100 slow-drip connections cannot hold the server: a signed webhook is answered meanwhile, and the drips are cut off', { timeout: 60_000 }, async () => {
+  faultTest('100 slow-drip connections (headers one byte a second)', 'the web role keeps answering: a signed webhook meanwhile; every drip is cut off by the headers timeout', async () => {
     const url = new URL(app.webhookUrl);
     const sockets: net.Socket[] = [];
     const closedAt: number[] = [];
     const started = Date.now();
     const timers: NodeJS.Timeout[] = [];
+    let connected = 0;
     try {
       for (let i = 0; i < 100; i++) {
         const s = net.connect({ host: url.hostname, port: Number(url.port) });
@@ -136,6 +137,7 @@ describe('the webhook server (lilypad web) bounds what strangers can send', () =
         const line = `POST ${url.pathname} HTTP/1.1\r\nHost: x\r\nX-Drip: ${'d'.repeat(200)}`;
         let at = 0;
         s.on('connect', () => {
+          connected++;
           const t = setInterval(() => {
             if (s.destroyed || at >= line.length) return;
             s.write(line[at++]!);
@@ -143,40 +145,42 @@ describe('the webhook server (lilypad web) bounds what strangers can send', () =
           timers.push(t);
         });
       }
-      await new Promise((r) => setTimeout(r, 1500));
+      await waitFor(() => connected === 100, 'the drip connections', 10_000);
       const ok = await signedWebhook();
-      assert.ok(ok.status >= 200 && ok.status < 300, `status ${ok.status}`);
-      assert.ok(ok.ms < 3000, `the signed webhook took ${ok.ms} ms`);
 
       // The server's headers timeout (10 s, checked every second) closes every drip.
       const until = Date.now() + 20_000;
       while (closedAt.length < 100 && Date.now() < until) await new Promise((r) => setTimeout(r, 250));
-      assert.equal(closedAt.length, 100, `${closedAt.length} of 100 drip connections were closed by the server`);
-      assert.ok(Math.max(...closedAt) < 15_000, `the last drip was cut after ${Math.max(...closedAt)} ms`);
+      return {
+        observed: `signed webhook: HTTP ${ok.status} in ${ok.ms} ms; ${closedAt.length} of 100 drips closed by the server, the last after ${Math.max(...closedAt)} ms`,
+        pass: ok.status >= 200 && ok.status < 300 && ok.ms < 3000 && closedAt.length === 100 && Math.max(...closedAt) < 15_000,
+      };
     } finally {
       for (const t of timers) clearInterval(t);
       for (const s of sockets) s.destroy();
     }
   });
 
-  test('GET /ping answers PONG; unknown paths 404', async () => {
+  faultTest('GET /ping and an unknown path', 'PONG; 404', async () => {
     const ping = await fetch(new URL('/ping', app.webhookUrl));
-    assert.equal(ping.status, 200);
-    assert.equal(await ping.text(), 'PONG');
-    assert.equal((await fetch(new URL('/nope', app.webhookUrl))).status, 404);
+    const text = await ping.text();
+    const nope = (await fetch(new URL('/nope', app.webhookUrl))).status;
+    return { observed: `/ping: ${ping.status} ${text}; /nope: ${nope}`, pass: ping.status === 200 && text === 'PONG' && nope === 404 };
   });
 
-  test('an uncaught exception and an unhandled rejection are logged with their error, and the process keeps serving', async () => {
+  faultTest('an uncaught exception and an unhandled rejection inside the process', 'both logged with their error; the process keeps serving', async () => {
     process.kill(pid(), 'SIGUSR2');
     const until = Date.now() + 10_000;
     while (!(app.logs().includes('planted uncaught exception') && app.logs().includes('planted unhandled rejection')) && Date.now() < until) {
       await new Promise((r) => setTimeout(r, 100));
     }
     const lines = app.logs().split('\n').filter((l) => l.includes('planted'));
-    assert.ok(lines.some((l) => /uncaught exception/.test(l) && /"stack"/.test(l)), lines.join('\n'));
-    assert.ok(lines.some((l) => /unhandled promise rejection/.test(l) && /planted unhandled rejection/.test(l)), lines.join('\n'));
-    assert.equal(app.proc.exitCode, null, 'the process is still running');
+    const exception = lines.some((l) => /uncaught exception/.test(l) && /"stack"/.test(l));
+    const rejection = lines.some((l) => /unhandled promise rejection/.test(l) && /planted unhandled rejection/.test(l));
     const ok = await signedWebhook();
-    assert.ok(ok.status >= 200 && ok.status < 300, `status ${ok.status}`);
+    return {
+      observed: `exception logged: ${exception}; rejection logged: ${rejection}; still running: ${app.proc.exitCode === null}; next webhook HTTP ${ok.status}`,
+      pass: exception && rejection && app.proc.exitCode === null && ok.status >= 200 && ok.status < 300,
+    };
   });
-});
+}
