@@ -120,6 +120,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
     },
   );
 
+  const revocations = new Set<Promise<void>>();
+
   async function processRun(job: Job<RunJob, RunJobOutcome>, token: string | undefined, signal: AbortSignal): Promise<RunJobOutcome> {
     const data = runJobSchema.parse(job.data);
     const log = logger.child({ job: job.id, attempt: job.attemptsMade + 1 });
@@ -169,7 +171,10 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       clearInterval(poll);
       clearTimeout(deadline);
       // Revoked in the background: the job is over for its users once its final status is written.
-      void tokens.revokeAll();
+      // A worker that stops waits for these (see close()).
+      const revoking = tokens.revokeAll();
+      revocations.add(revoking);
+      void revoking.finally(() => revocations.delete(revoking));
     }
   }
 
@@ -244,6 +249,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
         logger.info({ workerId }, 'worker stopping');
         runs.cancelAllJobs(SHUTDOWN);
         await Promise.all([runs.close(), events.close()]);
+        await Promise.all(revocations);
         await cancelBus.close();
         await runsQueue.close();
         await eventsQueue.close();
