@@ -3,7 +3,7 @@ import { runAgent, type AgentBudgets, type AgentProgress, type AgentRunResult } 
 import type { ModelClient } from '../agent/model-client.ts';
 import type { TrajectorySink } from '../agent/trajectory.ts';
 import { CancelledError, reasonText } from '../sandbox/errors.ts';
-import { Sandbox } from '../sandbox/sandbox.ts';
+import { Sandbox, type SandboxOptions } from '../sandbox/sandbox.ts';
 import { commitSetupState, extractPatch, type ExtractedPatch } from '../workspace/patch.ts';
 import { runTestCommand, snapshotWorktree, type TestOutcome } from './test-command.ts';
 
@@ -34,17 +34,7 @@ export interface SandboxSessionInput {
   docker: Docker;
   checkoutDir: string;
   baseCommit: string;
-  sandbox: {
-    image: string;
-    workdir: string;
-    user?: string | undefined;
-    allowRootImage?: boolean | undefined;
-    memoryMb: number;
-    cpus: number;
-    pids: number;
-    diskMb?: number | undefined;
-    maxLineBytes?: number | undefined;
-  };
+  sandbox: Pick<SandboxOptions, 'image' | 'workdir' | 'user' | 'allowRootImage' | 'memoryMb' | 'cpus' | 'pids' | 'diskMb' | 'maxLineBytes'>;
   runId: string;
   workerId: string;
   labels?: Record<string, string>;

@@ -1,21 +1,13 @@
 import type Docker from 'dockerode';
 import { withDeadline } from './deadline.ts';
 import { SandboxError, SandboxImageError } from './errors.ts';
+import type { SandboxOptions } from './sandbox.ts';
 
 const DOCKER_CALL_MS = 60_000;
 /** Where an image's user is root and the administrator allowed it anyway, the agent runs as this. */
 export const FALLBACK_AGENT_USER = '1000:1000';
 
-export interface ContainerSpecInput {
-  image: string;
-  memoryMb: number;
-  cpus: number;
-  pids: number;
-  diskMb?: number | undefined;
-  network: string;
-  runId: string;
-  labels: Record<string, string>;
-}
+export type ContainerSpecInput = Pick<SandboxOptions, 'image' | 'memoryMb' | 'cpus' | 'pids' | 'diskMb' | 'network' | 'runId'> & { labels: Record<string, string> };
 
 /** True for a user spec that means uid 0: unset, `root`, `0`, with or without a group. */
 export function isRootUser(user: string): boolean {
