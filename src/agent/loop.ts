@@ -199,9 +199,13 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
         return finish('max_time');
       }
       const toolStarted = Date.now();
+      // A Bash call may not outlast the run's budget either: its timeout is cut to what is left
+      // (the model sees the ordinary "Timed out after" text).
+      const left = budgets.maxWallSeconds - (Date.now() - started) / 1000;
+      const cap = Math.max(1, Math.min(budgets.bashTimeoutCapSeconds, Math.ceil(left)));
       let result: ToolResult;
       try {
-        result = await input.tools.tool(call.function.name, call.function.arguments, budgets.bashTimeoutCapSeconds);
+        result = await input.tools.tool(call.function.name, call.function.arguments, cap);
       } catch (err) {
         input.trajectory.write(record);
         if (signal?.aborted || err instanceof CancelledError) return finish('cancelled');
@@ -222,7 +226,10 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
         warnings.add(w);
       }
       if (result.meta.capped) {
-        const w = `a Bash call asked for a timeout above the cap; it ran with ${budgets.bashTimeoutCapSeconds}s (LILYPAD_BASH_TIMEOUT_CAP_SECONDS)`;
+        const w =
+          cap < budgets.bashTimeoutCapSeconds
+            ? `a Bash call asked for a timeout beyond the run's remaining wall-clock budget; it ran with ${cap}s`
+            : `a Bash call asked for a timeout above the cap; it ran with ${cap}s (LILYPAD_BASH_TIMEOUT_CAP_SECONDS)`;
         record.warnings.push(w);
         warnings.add(w);
       }

@@ -30,7 +30,7 @@ const hangOnce = () => {
     return FIX[turn] ?? { content: 'done' };
   };
 };
-const book: ScriptBook = { 'Worker killed': hangOnce(), 'Queue data lost': hangOnce() };
+const book: ScriptBook = { 'Worker killed': hangOnce(), 'Queue data lost': hangOnce(), 'Killed before its pull request': FIX };
 
 let gh: GitHubStandin;
 let web: AppHarness;
@@ -106,6 +106,41 @@ faultTest(
     const sawNote = gh.comments(OWNER, 'calc', n).some((c) => c.edits.some((h) => /lost track of this job/.test(h)));
     const prs = prsFor(n).length;
     return { observed: `${keys.length} keys deleted; recovered with a note: ${sawNote}; ${prs} pull request(s)`, pass: prs === 1 && sawNote };
+  },
+  { timeout: 400_000 },
+);
+
+faultTest(
+  'SIGKILL of the worker between its push and `POST /pulls`, then another worker',
+  'the retry recognises the pushed branch as its own (lease against the recorded commit): one pull request, on lilypad/issue-N',
+  async () => {
+    const w = await worker('host-e');
+    const n = gh.createIssue(OWNER, 'calc', { title: 'Killed before its pull request', body: 'add is wrong', author: 'alice' }).number;
+    let killed = false;
+    const fault = gh.failApiRequests({
+      status: 502,
+      times: 1,
+      match: ({ method, path: p }) => {
+        if (killed || method !== 'POST' || !/\/repos\/acme\/calc\/pulls$/.test(p)) return false;
+        killed = true;
+        w.proc.kill('SIGKILL');
+        return true;
+      },
+    });
+    try {
+      await web.send('issues', gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));
+      await waitFor(() => killed, 'the worker to reach POST /pulls', 120_000);
+      const pushed = gh.branchSha(OWNER, 'calc', `lilypad/issue-${n}`);
+      await worker('host-f');
+      await waitFor(() => /Done/.test(status(n)), 'the retried job to finish', 240_000);
+      const prs = prsFor(n);
+      return {
+        observed: `branch pushed before the kill: ${pushed ? 'yes' : 'no'}; after the retry ${prs.length} pull request(s) on ${prs.map((p) => p.head.ref).join(', ')}`,
+        pass: pushed !== null && prs.length === 1 && prs[0]!.head.ref === `lilypad/issue-${n}`,
+      };
+    } finally {
+      fault.remove();
+    }
   },
   { timeout: 400_000 },
 );
