@@ -452,7 +452,10 @@ describe('agent loop: end conditions and exit reasons', () => {
     assert.ok(ran.length >= 1 && ran.length <= 3, `calls run: ${ran.join(',')}`);
     const rec = trajectory.records[0];
     assert.ok(rec);
-    assert.equal(rec.tools.length, ran.length, 'the trajectory records exactly the calls that ran');
+    // A call started near the end of the budget has its timeout cut to what is left: it is recorded,
+    // timed out, without having written its line.
+    const cut = rec.tools.filter((t) => t.observation.startsWith('Timed out after')).length;
+    assert.equal(rec.tools.length, ran.length + cut, 'the trajectory records exactly the calls that ran');
     assert.equal(rec.assistant.tool_calls?.length, 6, 'the assistant turn is recorded as the model sent it');
     assert.match(rec.error ?? '', /max_time|wall-clock/);
   });
