@@ -141,6 +141,18 @@ export class GitHubApp {
     return new RepoToken(res.data.token, res.data.expires_at, this.opts.endpoints.apiUrl);
   }
 
+  /** The login of the app's bot user, `<slug>[bot]`: the author of its comments. */
+  async botLogin(): Promise<string> {
+    return `${(await this.appIdentity()).slug}[bot]`;
+  }
+
+  /** The identity the app commits as, with GitHub's no-reply address on the repository's host. */
+  async commitAuthor(repositoryHtmlUrl: string): Promise<{ name: string; email: string }> {
+    const identity = await this.appIdentity();
+    const host = new URL(repositoryHtmlUrl).host;
+    return { name: `${identity.slug}[bot]`, email: `${identity.botUserId ?? identity.id}+${identity.slug}[bot]@users.noreply.${host}` };
+  }
+
   /** The app's slug and id (GET /app), for its bot login and commit identity. */
   async appIdentity(): Promise<{ slug: string; id: number; botUserId: number | null }> {
     this.identity ??= (async () => {

@@ -40,9 +40,8 @@ export async function releaseCi(octokit: GitHubClient, input: CiReleaseInput): P
     await git(['init', '--quiet', dir]);
     await git(['fetch', '--quiet', '--no-tags', url, `refs/heads/${pr.head.ref}`], { cwd: dir, env });
     await git(['checkout', '--quiet', '--detach', tip], { cwd: dir });
-    const identity = await input.github.appIdentity();
-    const host = new URL(pr.html_url).host;
-    const author = [`-c`, `user.name=${identity.slug}[bot]`, `-c`, `user.email=${identity.botUserId ?? identity.id}+${identity.slug}[bot]@users.noreply.${host}`];
+    const who = await input.github.commitAuthor(pr.html_url);
+    const author = ['-c', `user.name=${who.name}`, '-c', `user.email=${who.email}`];
     await git([...author, 'commit', '--quiet', '--allow-empty', '--no-verify', '-m', `Run CI on Lilypad's change\n\nReleased by @${input.requestedBy} with \`/lilypad ci\`.`], { cwd: dir });
     const pushed = await pushBranch(dir, url, pr.head.ref, token.gitAuthHeader(), { expected: tip });
     if (pushed === 'lease-failed') return `someone pushed to ${pr.head.ref} meanwhile; that push decides whether CI runs`;

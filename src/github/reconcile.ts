@@ -41,8 +41,7 @@ interface SearchItem {
 export async function reconcileMissedTriggers(deps: ReconcileDeps): Promise<ReconcileSummary> {
   const summary: ReconcileSummary = { installations: 0, checked: 0, enqueued: 0 };
   const app = await deps.github.probot.auth();
-  const { slug } = await deps.github.appIdentity();
-  const botLogin = `${slug}[bot]`;
+  const botLogin = await deps.github.botLogin();
   for (let page = 1; page <= 20; page++) {
     const res = await app.request('GET /app/installations', { per_page: 100, page });
     for (const inst of res.data) {

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Env } from '../config/env.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { CancelBus } from '../queue/cancel-bus.ts';
-import { finishingKey, pinText, runJobId, type EventJob, type IssueEdit, type PinnedText, type RunJob } from '../queue/jobs.ts';
+import { editsKey, finishingKey, pinText, runJobId, type EventJob, type IssueEdit, type PinnedText, type RunJob } from '../queue/jobs.ts';
 import { withRedisLock } from '../queue/redis-lock.ts';
 import type { GitHubApp } from './app-auth.ts';
 import type { GitHubClient, IssueRef } from './client.ts';
@@ -115,7 +115,7 @@ async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient,
       });
     }
     await deps.cancelBus.clear(jobId);
-    await deps.redis.del(editsKey(deps, jobId), finishingKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId));
+    await deps.redis.del(editsKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId), finishingKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId));
     const pinned = evt.issueTitle !== undefined ? pinText(evt.issueTitle, evt.issueBody) : await currentText(octokit, ref);
     const data: RunJob = {
       installationId: evt.installationId,
@@ -193,8 +193,6 @@ async function waitUntilNotActive(job: Job<RunJob>): Promise<Awaited<ReturnType<
   return state;
 }
 
-export const editsKey = (deps: { env: Env }, jobId: string): string => `${deps.env.LILYPAD_QUEUE_PREFIX}:edits:${jobId}`;
-
 /** An edit of an issue whose job waits or runs: remember who made it and whether they may. */
 async function recordEdit(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, jobId: string): Promise<string> {
   const job = await deps.runs.getJob(jobId);
@@ -202,7 +200,7 @@ async function recordEdit(evt: EventJob, deps: TriggerDeps, octokit: GitHubClien
   if (!state || !LIVE_STATES.has(state)) return 'ignored: no live job for the edited issue';
   const writer = evt.sender.type !== 'Bot' && (await hasWriteAccess(octokit, evt.owner, evt.repo, evt.sender.login));
   const entry: IssueEdit = { login: evt.sender.login, writer, at: evt.receivedAt };
-  await deps.redis.multi().rpush(editsKey(deps, jobId), JSON.stringify(entry)).expire(editsKey(deps, jobId), 30 * 24 * 3600).exec();
+  await deps.redis.multi().rpush(editsKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId), JSON.stringify(entry)).expire(editsKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId), 30 * 24 * 3600).exec();
   return `recorded an edit by ${evt.sender.login} (${writer ? 'writer' : 'no write access'})`;
 }
 

@@ -17,7 +17,7 @@ import { quoteUntrusted, renderPullRequestBody } from '../github/pull-request-bo
 import { upsertPullRequest } from '../github/pull-request.ts';
 import type { Logger } from '../observability/logger.ts';
 import { SecretScanner } from '../observability/secrets.ts';
-import { textDigest, type RunJob } from '../queue/jobs.ts';
+import { editsKey, runJobId, textDigest, type RunJob } from '../queue/jobs.ts';
 import { withRedisLock } from '../queue/redis-lock.ts';
 import { CancelledError, reasonText } from '../sandbox/errors.ts';
 import { checkoutFromMirror, updateMirror } from '../workspace/mirror.ts';
@@ -279,13 +279,11 @@ async function recheckPinnedText(ctx: JobContext): Promise<void> {
 }
 
 async function recordedEdits(ctx: JobContext) {
-  const key = `${ctx.deps.env.LILYPAD_QUEUE_PREFIX}:edits:run-${ctx.job.repoId}-${ctx.job.issueNumber}`;
+  const key = editsKey(ctx.deps.env.LILYPAD_QUEUE_PREFIX, runJobId(ctx.job.repoId, ctx.job.issueNumber));
   return parseEdits(await ctx.deps.redis.lrange(key, 0, -1));
 }
 
 async function applyChange(ctx: JobContext, config: RepoConfig, text: IssueText, mirrorDir: string, baseCommit: string, patch: Buffer, htmlUrl: string): Promise<PreparedChange> {
-  const identity = await ctx.deps.github.appIdentity();
-  const host = new URL(htmlUrl).host;
   // CI systems skip a push whose head commit says [skip ci]: nothing runs the agent's code with
   // the repository's secrets until a writer releases it.
   const hold = config.ci === 'hold' ? '\n\n[skip ci]' : '';
@@ -295,7 +293,7 @@ async function applyChange(ctx: JobContext, config: RepoConfig, text: IssueText,
     patch,
     excludePaths: config.exclude_paths,
     message: `${text.title.slice(0, 120)}\n\nDrafted by Lilypad for #${ctx.job.issueNumber}; needs human review.${hold}`,
-    author: { name: `${identity.slug}[bot]`, email: `${identity.botUserId ?? identity.id}+${identity.slug}[bot]@users.noreply.${host}` },
+    author: await ctx.deps.github.commitAuthor(htmlUrl),
   });
 }
 

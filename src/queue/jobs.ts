@@ -71,5 +71,8 @@ export const runJobId = (repoId: number, issueNumber: number): string => `run-${
 
 export const issueKey = (j: { owner: string; repo: string; issueNumber: number }): string => `${j.owner}/${j.repo}#${j.issueNumber}`;
 
+/** Edits of an issue recorded while its run job waits or runs (see issues.edited). */
+export const editsKey = (prefix: string, jobId: string): string => `${prefix}:edits:${jobId}`;
+
 /** Set while a run job has written its final status but may still show as active in BullMQ. */
 export const finishingKey = (prefix: string, jobId: string): string => `${prefix}:finishing:${jobId}`;

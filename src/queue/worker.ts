@@ -58,7 +58,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const instance = `${workerId}-${process.pid}-${Date.now().toString(36)}`;
   const prefix = env.LILYPAD_QUEUE_PREFIX;
   const redis = createRedis(opts.redisUrl);
-  const status = new StatusComments(redis, prefix, new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, opts.github.opts.privateKey]), async () => `${(await opts.github.appIdentity()).slug}[bot]`);
+  const status = new StatusComments(redis, prefix, new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, opts.github.opts.privateKey]), () => opts.github.botLogin());
   const cancelBus = new CancelBus(redis, prefix);
   const runsQueue = new Queue<RunJob>(RUNS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
   const eventsQueue = new Queue<EventJob>(EVENTS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
