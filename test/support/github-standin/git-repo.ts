@@ -237,3 +237,49 @@ export function commitInfo(gitDir: string, sha: string): CommitInfo | null {
     message: (f[9] ?? '').replace(/\n+$/, ''),
   };
 }
+
+/** The unified diff of one file between the merge base of `base` and `head`, and `head` (as a pull request shows it). */
+export function fileDiff(gitDir: string, base: string, head: string, p: string): string {
+  const mb = mergeBase(gitDir, base, head) ?? base;
+  return gitOk(gitDir, ['diff', '--no-color', '--no-ext-diff', '-U3', mb, head, '--', cleanPath(p)]) ?? '';
+}
+
+/**
+ * Where a review comment on `line` (of the new file for RIGHT, the old one for LEFT) sits in a file's
+ * diff, as GitHub computes it: `diffHunk` is the hunk's header and its lines down to the commented
+ * one; `position` counts the lines below the file's first `@@` header (later headers count too).
+ * Null when the line is not part of the diff.
+ */
+export function locateInDiff(diffText: string, line: number, side: 'LEFT' | 'RIGHT'): { diffHunk: string; position: number } | null {
+  const lines = diffText.split('\n');
+  const first = lines.findIndex((l) => l.startsWith('@@'));
+  if (first < 0) return null;
+  let oldNo = 0;
+  let newNo = 0;
+  let hunk: string[] = [];
+  for (let i = first; i < lines.length; i++) {
+    const l = lines[i] ?? '';
+    const position = i - first;
+    const header = /^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@/.exec(l);
+    if (header) {
+      oldNo = Number(header[1]);
+      newNo = Number(header[2]);
+      hunk = [l];
+      continue;
+    }
+    const kind = l[0];
+    if (kind !== ' ' && kind !== '+' && kind !== '-') continue; // "\ No newline at end of file", trailing ''
+    hunk.push(l);
+    const hit = side === 'RIGHT' ? kind !== '-' && newNo === line : kind !== '+' && oldNo === line;
+    if (hit) return { diffHunk: hunk.join('\n'), position };
+    if (kind !== '+') oldNo++;
+    if (kind !== '-') newNo++;
+  }
+  return null;
+}
+
+/** Points `branch` at `sha` (creating it). */
+export function setBranch(gitDir: string, branch: string, sha: string): void {
+  if (!safeRef(branch)) throw new Error(`unsafe branch name ${branch}`);
+  git(gitDir, ['update-ref', `refs/heads/${branch}`, sha]);
+}

@@ -7,7 +7,9 @@ import { newInstallationToken, MSG_JWT_UNDECODABLE } from './auth.ts';
 import type { AuthInfo } from './auth.ts';
 import * as gitRepo from './git-repo.ts';
 import { DOCS_ROOT, isoNow, levelAllows, nodeId } from './state.ts';
-import type { CommentRec, InstallationRec, IssueRec, ReactionRec, RepoRec, StandinState, TokenRec, UserRec } from './state.ts';
+import { commentOnLine, replyToComment, ReviewInputError, submitReview } from './reviews.ts';
+import type { LineComment } from './reviews.ts';
+import type { CommentRec, InstallationRec, IssueRec, ReactionRec, RepoRec, ReviewCommentRec, StandinState, TokenRec, UserRec } from './state.ts';
 import type { AccessLevel, IssueSearchResult, PermissionSet, ReactionContent, RoleName } from './types.ts';
 
 export class ApiError extends Error {
@@ -634,9 +636,146 @@ export class RestApi {
       pull.requestedReviewers = pull.requestedReviewers.filter((u) => !logins.has(u.login.toLowerCase()));
       return { status: 200, json: s.pull(issue) };
     });
+
+    // ---- pull request reviews, review comments (threads are GraphQL-only, see graphql.ts)
+    this.add('GET', '/repos/{owner}/{repo}/pulls/{pull_number}/reviews', 'installation', 'pull_requests=read', 'pulls/reviews#list-reviews-for-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['pull_requests', 'read']]);
+      const issue = this.pullOr404(req, ctx.repo, p.pull_number);
+      // Pending reviews are visible to their author only.
+      const viewer = this.actor(ctx);
+      return this.list(req, s.reviewsOf(issue).filter((r) => r.state !== 'PENDING' || r.user === viewer).map((r) => s.review(r)));
+    });
+    this.add('GET', '/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}', 'installation', 'pull_requests=read', 'pulls/reviews#get-a-review-for-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['pull_requests', 'read']]);
+      const issue = this.pullOr404(req, ctx.repo, p.pull_number);
+      const review = s.reviews.get(Number(p.review_id));
+      if (!review || review.issue !== issue) this.fail(req, 404, 'Not Found');
+      return { status: 200, json: s.review(review) };
+    });
+    this.add('POST', '/repos/{owner}/{repo}/pulls/{pull_number}/reviews', 'installation', 'pull_requests=write', 'pulls/reviews#create-a-review-for-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      this.need(req, ctx, [['pull_requests', 'write']]);
+      const issue = this.pullOr404(req, ctx.repo, p.pull_number);
+      const b = this.bodyRecord(req);
+      const event = b.event === undefined ? null : b.event;
+      if (event !== null && event !== 'APPROVE' && event !== 'REQUEST_CHANGES' && event !== 'COMMENT') {
+        this.fail(req, 422, `Invalid request.\n\nFor 'properties/event', ${JSON.stringify(event)} is not a possible value.`);
+      }
+      const rawComments = b.comments === undefined ? [] : b.comments;
+      if (!Array.isArray(rawComments)) this.fail(req, 422, `Invalid request.\n\nFor 'properties/comments', ${JSON.stringify(rawComments)} is not an array.`);
+      const comments: LineComment[] = rawComments.map((c) => {
+        if (!isRecord(c) || typeof c.path !== 'string' || typeof c.body !== 'string' || typeof c.line !== 'number') {
+          return this.fail(req, 422, 'Invalid request.\n\n"path", "line" and "body" are required for each review comment (the stand-in does not support `position`).');
+        }
+        return { path: c.path, line: c.line, body: c.body, ...(c.side === 'LEFT' || c.side === 'RIGHT' ? { side: c.side } : {}) };
+      });
+      const result = this.reviewInput(req, () =>
+        submitReview(s, issue, { user: this.actor(ctx), event, body: typeof b.body === 'string' ? b.body : '', comments, viaApp: ctx.token !== null }),
+      );
+      return { status: 200, json: s.review(result.review) };
+    });
+
+    this.add('GET', '/repos/{owner}/{repo}/pulls/{pull_number}/comments', 'installation', 'pull_requests=read', 'pulls/comments#list-review-comments-on-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['pull_requests', 'read']]);
+      const issue = this.pullOr404(req, ctx.repo, p.pull_number);
+      const since = req.query.get('since');
+      const items = s.reviewCommentsOf(issue).filter((c) => c.review.state !== 'PENDING' && (!since || c.updatedAt >= since));
+      const sort = req.query.get('sort') ?? 'created';
+      const key = (c: ReviewCommentRec): string => `${sort === 'updated' ? c.updatedAt : c.createdAt}#${String(c.id).padStart(12, '0')}`;
+      items.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+      if (req.query.get('direction') === 'desc') items.reverse();
+      return this.list(req, items.map((c) => s.reviewComment(c)));
+    });
+    this.add('POST', '/repos/{owner}/{repo}/pulls/{pull_number}/comments', 'installation', 'pull_requests=write', 'pulls/comments#create-a-review-comment-for-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      this.need(req, ctx, [['pull_requests', 'write']]);
+      const issue = this.pullOr404(req, ctx.repo, p.pull_number);
+      const b = this.bodyRecord(req);
+      const body = this.reviewCommentBody(req, b);
+      let created: ReviewCommentRec;
+      if (b.in_reply_to !== undefined) {
+        // The older form of a reply: every other field is ignored.
+        const to = this.reviewCommentOr404(req, ctx.repo, String(b.in_reply_to));
+        if (to.issue !== issue) this.fail(req, 404, 'Not Found');
+        created = replyToComment(s, to, { user: this.actor(ctx), body, viaApp: ctx.token !== null });
+      } else {
+        const missing = ['commit_id', 'path', 'line'].filter((f) => b[f] === undefined).map((field) => ({ resource: 'PullRequestReviewComment', code: 'missing_field', field }));
+        if (missing.length) this.validation(req, missing);
+        if (typeof b.path !== 'string' || typeof b.line !== 'number' || typeof b.commit_id !== 'string') {
+          this.fail(req, 422, 'Invalid request.\n\n"commit_id" and "path" must be strings and "line" an integer.');
+        }
+        if (!gitRepo.resolveCommit(ctx.repo.gitDir, b.commit_id)) {
+          this.validation(req, [{ resource: 'PullRequestReviewComment', code: 'invalid', field: 'commit_id', message: 'commit_id is not part of the pull request' }]);
+        }
+        const line: LineComment = { path: b.path, line: b.line, body, ...(b.side === 'LEFT' || b.side === 'RIGHT' ? { side: b.side } : {}) };
+        created = this.reviewInput(req, () => commentOnLine(s, issue, { ...line, user: this.actor(ctx), viaApp: ctx.token !== null }));
+      }
+      const json = s.reviewComment(created);
+      return { status: 201, json, headers: { location: json.url } };
+    });
+    this.add('POST', '/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies', 'installation', 'pull_requests=write', 'pulls/comments#create-a-reply-for-a-review-comment', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      this.need(req, ctx, [['pull_requests', 'write']]);
+      const issue = this.pullOr404(req, ctx.repo, p.pull_number);
+      const to = this.reviewCommentOr404(req, ctx.repo, p.comment_id);
+      if (to.issue !== issue) this.fail(req, 404, 'Not Found');
+      const body = this.reviewCommentBody(req, this.bodyRecord(req));
+      const json = s.reviewComment(replyToComment(s, to, { user: this.actor(ctx), body, viaApp: ctx.token !== null }));
+      return { status: 201, json, headers: { location: json.url } };
+    });
+    this.add('GET', '/repos/{owner}/{repo}/pulls/comments/{comment_id}', 'installation', 'pull_requests=read', 'pulls/comments#get-a-review-comment-for-a-pull-request', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['pull_requests', 'read']]);
+      return { status: 200, json: s.reviewComment(this.reviewCommentOr404(req, ctx.repo, p.comment_id)) };
+    });
+    this.add('POST', '/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions', 'installation', 'pull_requests=write', 'reactions/reactions#create-reaction-for-a-pull-request-review-comment', (req, p) => {
+      const ctx = this.repoCtx(req, p, true);
+      this.need(req, ctx, [['pull_requests', 'write']]);
+      return this.react(req, this.reviewCommentOr404(req, ctx.repo, p.comment_id).reactions, this.actor(ctx));
+    });
+    this.add('GET', '/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions', 'installation', 'pull_requests=read', 'reactions/reactions#list-reactions-for-a-pull-request-review-comment', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['pull_requests', 'read']]);
+      return this.list(req, this.filterReactions(req, this.reviewCommentOr404(req, ctx.repo, p.comment_id).reactions).map((r) => s.reaction(r)));
+    });
+
+    // ---- commits (the commit date is what a "since this revision" marker resolves to)
+    this.add('GET', '/repos/{owner}/{repo}/commits/{ref}', 'installation', 'contents=read', 'commits/commits#get-a-commit', (req, p) => {
+      const ctx = this.repoCtx(req, p, false);
+      this.need(req, ctx, [['contents', 'read']]);
+      const sha = gitRepo.resolveCommit(ctx.repo.gitDir, p.ref ?? '');
+      if (!sha) this.fail(req, 422, `No commit found for SHA: ${p.ref ?? ''}`);
+      const branch = this.branchJson(ctx.repo, '', sha).commit as Record<string, unknown>;
+      return { status: 200, json: { ...branch, stats: undefined, files: [] } };
+    });
   }
 
   // ------------------------------------------------------------- handlers
+
+  private reviewCommentOr404(req: ApiRequest, repo: RepoRec, idText: string | undefined): ReviewCommentRec {
+    const c = this.state.reviewComments.get(Number(idText));
+    if (!c || c.issue.repo !== repo || c.review.state === 'PENDING') this.fail(req, 404, 'Not Found');
+    return c;
+  }
+
+  private reviewCommentBody(req: ApiRequest, b: Record<string, unknown>): string {
+    if (typeof b.body !== 'string' || b.body === '') this.validation(req, [{ resource: 'PullRequestReviewComment', code: 'missing_field', field: 'body' }]);
+    if (b.body.length > MAX_BODY) this.validation(req, [{ resource: 'PullRequestReviewComment', code: 'custom', field: 'body', message: 'body is too long (maximum is 65536 characters)' }]);
+    return b.body;
+  }
+
+  /** Runs a review operation, answering its ReviewInputError as GitHub's 422. */
+  private reviewInput<T>(req: ApiRequest, fn: () => T): T {
+    try {
+      return fn();
+    } catch (err) {
+      if (err instanceof ReviewInputError) throw new ApiError(422, errorPayload(422, err.message, this.docsFor(req), err.errors));
+      throw err;
+    }
+  }
 
   private installationOr404(req: ApiRequest, idText: string | undefined): InstallationRec {
     const inst = this.state.installations.get(Number(idText));

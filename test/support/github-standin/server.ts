@@ -14,6 +14,8 @@ import path from 'node:path';
 import { generateAppKeys, resolveAuth } from './auth.ts';
 import type { AuthInfo } from './auth.ts';
 import { handleGit, isGitPath } from './git-http.ts';
+import { handleGraphql } from './graphql.ts';
+import { reviewHelpers, secondaryRateLimitRule } from './review-helpers.ts';
 import * as gitRepo from './git-repo.ts';
 import { RestApi } from './rest.ts';
 import type { ApiResponse, RateLimitSnapshot } from './rest.ts';
@@ -99,6 +101,8 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
   const deliveries: WebhookDelivery[] = [];
   const hookId = 400000 + Math.floor(Math.random() * 100000);
   const failures: Array<{ rule: InjectedFailure; left: number; hits: number }> = [];
+  const gitPushFailures: Array<{ status: number; left: number; hits: number }> = [];
+  const graphql = { enabled: true };
 
   // Rate limits: one core bucket per installation (as GitHub does for installation tokens), one for
   // the app's JWTs, one for anonymous callers. Counted, never enforced.
@@ -143,7 +147,9 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     const rawBody = raw.toString('utf8');
     const auth = resolveAuth(req.headers.authorization, state, keys.publicKey, clientId);
     const bucket = bucketFor(auth);
-    const pathname = url.pathname.slice('/api/v3'.length) || '/';
+    // GraphQL lives at /api/graphql on Enterprise Server; injected failures see it as `/graphql`.
+    const isGraphql = url.pathname === '/api/graphql';
+    const pathname = isGraphql ? '/graphql' : url.pathname.slice('/api/v3'.length) || '/';
     let body: unknown;
     let result: ApiResponse & { accepted: string };
     let parseError = false;
@@ -159,13 +165,22 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
       injected.left -= 1;
       injected.hits += 1;
       const status = injected.rule.status;
-      result = { status, json: { message: injected.rule.message ?? STATUS_CODES[status] ?? 'Error', documentation_url: DOCS_ROOT, status: String(status) }, accepted: '' };
+      result = {
+        status,
+        json: { message: injected.rule.message ?? STATUS_CODES[status] ?? 'Error', documentation_url: injected.rule.documentationUrl ?? DOCS_ROOT, status: String(status) },
+        ...(injected.rule.headers ? { headers: injected.rule.headers } : {}),
+        accepted: '',
+      };
     } else if (parseError) {
       result = {
         status: 400,
         json: { message: 'Problems parsing JSON', documentation_url: DOCS_ROOT, status: '400' },
         accepted: '',
       };
+    } else if (isGraphql) {
+      result = graphql.enabled && req.method === 'POST'
+        ? { ...handleGraphql(state, auth, body), accepted: '' }
+        : { status: 404, json: { message: 'Not Found', documentation_url: 'https://docs.github.com/graphql' }, accepted: '' };
     } else {
       result = rest.handle({ method: req.method ?? 'GET', pathname, query: url.searchParams, headers: req.headers, body, auth });
     }
@@ -180,7 +195,7 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
       'x-ratelimit-remaining': String(rl.remaining),
       'x-ratelimit-reset': String(rl.reset),
       'x-ratelimit-used': String(rl.used),
-      'x-ratelimit-resource': 'core',
+      'x-ratelimit-resource': isGraphql ? 'graphql' : 'core',
       'cache-control': 'private, max-age=60, s-maxage=60',
       vary: 'Accept, Authorization, Cookie, X-GitHub-OTP',
       'access-control-expose-headers':
@@ -220,12 +235,13 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     const receivedAt = Date.now();
     const url = new URL(req.url ?? '/', origin);
     try {
-      if (url.pathname === '/api/v3' || url.pathname.startsWith('/api/v3/')) {
+      if (url.pathname === '/api/v3' || url.pathname.startsWith('/api/v3/') || url.pathname === '/api/graphql') {
         await onApi(req, res, url, receivedAt);
         return;
       }
       if (isGitPath(url.pathname)) {
-        const result = await handleGit(req, res, url, state, children);
+        const pushFault = req.method === 'POST' && url.pathname.endsWith('/git-receive-pack') ? gitPushFailures.find((f) => f.left > 0) : undefined;
+        const result = pushFault ? await failGitPush(req, res, pushFault) : await handleGit(req, res, url, state, children);
         record(
           { kind: 'git', method: req.method ?? 'GET', path: req.url ?? url.pathname, status: result.status, headers: { ...req.headers }, body: undefined, rawBody: '', token: result.token },
           receivedAt,
@@ -252,6 +268,16 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
   });
+
+  /** A proxy in front of git answering 502: the pack is read (so the client sees the status, not a reset) and dropped. */
+  async function failGitPush(req: IncomingMessage, res: ServerResponse, fault: { status: number; left: number; hits: number }): Promise<{ status: number; token: string | null }> {
+    fault.left -= 1;
+    fault.hits += 1;
+    await readBody(req).catch(() => undefined);
+    res.writeHead(fault.status, { 'content-type': 'text/html' });
+    res.end(`<html><body><h1>${fault.status} ${STATUS_CODES[fault.status] ?? ''}</h1></body></html>\n`);
+    return { status: fault.status, token: null };
+  }
 
   // ------------------------------------------------------------- helpers
 
@@ -408,6 +434,29 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     expireTokens(token?: string): void {
       const past = new Date(Date.now() - 1000);
       for (const t of state.tokens.values()) if (token === undefined || t.token === token) t.expiresAt = past;
+    },
+
+    ...reviewHelpers(state, payloadFactory),
+
+    setGraphqlEnabled(enabled: boolean): void {
+      graphql.enabled = enabled;
+    },
+
+    rateLimitApiRequests(rule): InjectedFailureHandle {
+      return standin.failApiRequests(secondaryRateLimitRule(rule));
+    },
+
+    failGitPushes(o = {}): InjectedFailureHandle {
+      const entry = { status: o.status ?? 502, left: o.times ?? 1, hits: 0 };
+      gitPushFailures.push(entry);
+      return {
+        get hits() {
+          return entry.hits;
+        },
+        remove() {
+          entry.left = 0;
+        },
+      };
     },
 
     failApiRequests(rule: InjectedFailure): InjectedFailureHandle {

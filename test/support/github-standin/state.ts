@@ -17,6 +17,8 @@ import type {
   PullRef,
   Reaction,
   ReactionContent,
+  Review,
+  ReviewComment,
   ReactionRollup,
   Repo,
   RoleName,
@@ -110,6 +112,56 @@ export interface CommentRec {
   deleted: boolean;
 }
 
+/** A review's state as the REST API spells it (webhook payloads use the lower-case form). */
+export type ReviewState = 'APPROVED' | 'CHANGES_REQUESTED' | 'COMMENTED' | 'PENDING' | 'DISMISSED';
+
+export interface ReviewRec {
+  id: number;
+  issue: IssueRec;
+  user: UserRec;
+  body: string;
+  state: ReviewState;
+  commitId: string;
+  submittedAt: string | null;
+  /** Reactions added with GraphQL `addReaction` (there is no REST endpoint for review reactions). */
+  reactions: ReactionRec[];
+}
+
+/** A review thread: a root comment on a line and its replies. Resolution lives here, as on GitHub. */
+export interface ThreadRec {
+  id: number;
+  issue: IssueRec;
+  comments: ReviewCommentRec[];
+  resolved: boolean;
+  resolvedBy: UserRec | null;
+}
+
+export interface ReviewCommentRec {
+  id: number;
+  issue: IssueRec;
+  review: ReviewRec;
+  thread: ThreadRec;
+  /** The thread's root comment for replies (GitHub points every reply at the root), else null. */
+  inReplyTo: ReviewCommentRec | null;
+  path: string;
+  side: 'LEFT' | 'RIGHT';
+  line: number;
+  originalLine: number;
+  /** The line's index in the file's diff (GitHub's legacy `position`). */
+  originalPosition: number;
+  diffHunk: string;
+  commitId: string;
+  originalCommitId: string;
+  body: string;
+  user: UserRec;
+  createdAt: string;
+  updatedAt: string;
+  reactions: ReactionRec[];
+  viaApp: boolean;
+  /** The line is gone from the current diff: REST then reports `position` and `line` as null. */
+  outdated: boolean;
+}
+
 export interface RepoRec {
   id: number;
   owner: UserRec;
@@ -169,10 +221,13 @@ export class StandinState {
   readonly repos = new Map<string, RepoRec>();
   readonly comments = new Map<number, CommentRec>();
   readonly tokens = new Map<string, TokenRec>();
+  readonly reviews = new Map<number, ReviewRec>();
+  readonly reviewComments = new Map<number, ReviewCommentRec>();
+  readonly threads = new Map<number, ThreadRec>();
   readonly botUser: UserRec;
   readonly appOwner: UserRec;
   readonly appCreatedAt = isoNow(new Date(Date.now() - 86_400_000));
-  private seq = { user: 100, installation: 1000, repo: 5000, issue: 20000, comment: 900000, label: 40000, reaction: 70000, pull: 300000, event: 600000 };
+  private seq = { user: 100, installation: 1000, repo: 5000, issue: 20000, comment: 900000, label: 40000, reaction: 70000, pull: 300000, event: 600000, review: 1_200_000, reviewComment: 1_500_000, thread: 1_800_000 };
 
   constructor(
     readonly origin: string,
@@ -417,6 +472,75 @@ export class StandinState {
       issue.stateReason = reason ?? 'reopened';
     }
     this.recordEvent(issue, state === 'closed' ? 'closed' : 'reopened', by);
+  }
+
+  // -------------------------------------------------------------- reviews
+
+  addReview(issue: IssueRec, fields: { user: UserRec; body: string; state: ReviewState; commitId: string; at?: string }): ReviewRec {
+    const rec: ReviewRec = {
+      id: ++this.seq.review,
+      issue,
+      user: fields.user,
+      body: fields.body,
+      state: fields.state,
+      commitId: fields.commitId,
+      submittedAt: fields.state === 'PENDING' ? null : (fields.at ?? isoNow()),
+      reactions: [],
+    };
+    this.reviews.set(rec.id, rec);
+    issue.updatedAt = isoNow();
+    return rec;
+  }
+
+  reviewsOf(issue: IssueRec): ReviewRec[] {
+    return [...this.reviews.values()].filter((r) => r.issue === issue);
+  }
+
+  /** Adds a review comment: a new thread when `replyTo` is null, else a reply in `replyTo`'s thread. */
+  addReviewComment(
+    review: ReviewRec,
+    fields: { user: UserRec; body: string; viaApp: boolean; at?: string } & (
+      | { replyTo: ReviewCommentRec }
+      | { replyTo: null; path: string; side: 'LEFT' | 'RIGHT'; line: number; position: number; diffHunk: string; commitId: string }
+    ),
+  ): ReviewCommentRec {
+    const at = fields.at ?? isoNow();
+    const root = fields.replyTo ? (fields.replyTo.inReplyTo ?? fields.replyTo) : null;
+    const thread: ThreadRec = root ? root.thread : { id: ++this.seq.thread, issue: review.issue, comments: [], resolved: false, resolvedBy: null };
+    if (!root) this.threads.set(thread.id, thread);
+    const where = root
+      ? { path: root.path, side: root.side, line: root.line, originalLine: root.originalLine, originalPosition: root.originalPosition, diffHunk: root.diffHunk, commitId: root.commitId, originalCommitId: root.originalCommitId }
+      : fields.replyTo === null
+        ? { path: fields.path, side: fields.side, line: fields.line, originalLine: fields.line, originalPosition: fields.position, diffHunk: fields.diffHunk, commitId: fields.commitId, originalCommitId: fields.commitId }
+        : undefined;
+    if (!where) throw new Error('unreachable');
+    const rec: ReviewCommentRec = {
+      id: ++this.seq.reviewComment,
+      issue: review.issue,
+      review,
+      thread,
+      inReplyTo: root,
+      ...where,
+      body: fields.body,
+      user: fields.user,
+      createdAt: at,
+      updatedAt: at,
+      reactions: [],
+      viaApp: fields.viaApp,
+      outdated: root ? root.outdated : false,
+    };
+    thread.comments.push(rec);
+    this.reviewComments.set(rec.id, rec);
+    review.issue.updatedAt = isoNow();
+    return rec;
+  }
+
+  reviewCommentsOf(issue: IssueRec): ReviewCommentRec[] {
+    return [...this.reviewComments.values()].filter((c) => c.issue === issue);
+  }
+
+  threadsOf(issue: IssueRec): ThreadRec[] {
+    return [...this.threads.values()].filter((t) => t.issue === issue);
   }
 
   // ---------------------------------------------------------------- urls
@@ -710,6 +834,67 @@ export class StandinState {
     };
   }
 
+  /** GET /pulls/{n}/reviews shape; `webhook` gives the `pull_request_review` payload form (lower-case state). */
+  review(r: ReviewRec, webhook = false): Review {
+    const repo = r.issue.repo;
+    const full = `${repo.owner.login}/${repo.name}`;
+    const html = this.web(`/${full}/pull/${r.issue.number}#pullrequestreview-${r.id}`);
+    const pullUrl = this.api(`/repos/${full}/pulls/${r.issue.number}`);
+    const out: Review = {
+      id: r.id,
+      node_id: nodeId('PullRequestReview', r.id),
+      user: this.user(r.user),
+      body: webhook && r.body === '' ? null : r.body,
+      state: webhook ? (r.state.toLowerCase() as Review['state']) : r.state,
+      html_url: html,
+      pull_request_url: pullUrl,
+      author_association: this.authorAssociation(repo, r.user),
+      _links: { html: { href: html }, pull_request: { href: pullUrl } },
+      commit_id: r.commitId,
+    };
+    if (r.submittedAt !== null) out.submitted_at = r.submittedAt;
+    return out;
+  }
+
+  /** GET /pulls/{n}/comments shape (also the `pull_request_review_comment` payload's `comment`). */
+  reviewComment(c: ReviewCommentRec): ReviewComment {
+    const repo = c.issue.repo;
+    const full = `${repo.owner.login}/${repo.name}`;
+    const url = this.api(`/repos/${full}/pulls/comments/${c.id}`);
+    const html = this.web(`/${full}/pull/${c.issue.number}#discussion_r${c.id}`);
+    const pullUrl = this.api(`/repos/${full}/pulls/${c.issue.number}`);
+    return {
+      url,
+      pull_request_review_id: c.review.id,
+      id: c.id,
+      node_id: nodeId('PullRequestReviewComment', c.id),
+      diff_hunk: c.diffHunk,
+      path: c.path,
+      position: c.outdated ? null : c.originalPosition,
+      original_position: c.originalPosition,
+      commit_id: c.commitId,
+      original_commit_id: c.originalCommitId,
+      ...(c.inReplyTo ? { in_reply_to_id: c.inReplyTo.id } : {}),
+      user: this.user(c.user),
+      body: c.body,
+      created_at: c.createdAt,
+      updated_at: c.updatedAt,
+      html_url: html,
+      pull_request_url: pullUrl,
+      author_association: this.authorAssociation(repo, c.user),
+      _links: { self: { href: url }, html: { href: html }, pull_request: { href: pullUrl } },
+      reactions: this.reactionRollup(`${url}/reactions`, c.reactions),
+      start_line: null,
+      original_start_line: null,
+      start_side: null,
+      line: c.outdated ? null : c.line,
+      original_line: c.originalLine,
+      side: c.side,
+      subject_type: 'line',
+      performed_via_github_app: c.viaApp ? this.app() : null,
+    };
+  }
+
   private pullRef(repo: RepoRec, ref: string, fallbackSha: string): PullRef {
     return {
       label: `${repo.owner.login}:${ref}`,
@@ -785,7 +970,7 @@ export class StandinState {
       pull.mergeable_state = p.draft ? 'draft' : 'clean';
       pull.merged_by = null;
       pull.comments = i.comments.length;
-      pull.review_comments = 0;
+      pull.review_comments = this.reviewCommentsOf(i).length;
       pull.maintainer_can_modify = false;
       pull.commits = gitRepo.countCommits(repo.gitDir, baseRef.sha, head.sha);
       pull.additions = stats.additions;

@@ -296,6 +296,70 @@ export interface Pull {
   changed_files?: number;
 }
 
+/** GitHub's `pull-request-review` shape (REST). In webhook payloads `state` is lower-case and an empty body is null. */
+export interface Review {
+  id: number;
+  node_id: string;
+  user: User;
+  body: string | null;
+  state: 'APPROVED' | 'CHANGES_REQUESTED' | 'COMMENTED' | 'PENDING' | 'DISMISSED' | 'approved' | 'changes_requested' | 'commented' | 'pending' | 'dismissed';
+  html_url: string;
+  pull_request_url: string;
+  author_association: string;
+  _links: { html: { href: string }; pull_request: { href: string } };
+  /** Absent on pending reviews. */
+  submitted_at?: string;
+  commit_id: string;
+}
+
+/**
+ * GitHub's `pull-request-review-comment` shape. `position` and `line` are null once the comment is
+ * outdated (its line is no longer in the pull request's diff); `original_*` keep where it was made.
+ * `in_reply_to_id` is only present on replies and always names the thread's first comment.
+ */
+export interface ReviewComment {
+  url: string;
+  pull_request_review_id: number;
+  id: number;
+  node_id: string;
+  diff_hunk: string;
+  path: string;
+  position: number | null;
+  original_position: number;
+  commit_id: string;
+  original_commit_id: string;
+  in_reply_to_id?: number;
+  user: User;
+  body: string;
+  created_at: string;
+  updated_at: string;
+  html_url: string;
+  pull_request_url: string;
+  author_association: string;
+  _links: { self: { href: string }; html: { href: string }; pull_request: { href: string } };
+  reactions: ReactionRollup;
+  start_line: null;
+  original_start_line: null;
+  start_side: null;
+  line: number | null;
+  original_line: number;
+  side: 'LEFT' | 'RIGHT';
+  subject_type: 'line';
+  performed_via_github_app: App | null;
+}
+
+/** A review thread as the stand-in keeps it (GitHub exposes threads only through GraphQL). */
+export interface ReviewThread {
+  /** The GraphQL node id (`PullRequestReviewThread`). */
+  id: string;
+  /** The database id of the thread's first comment. */
+  rootCommentId: number;
+  isResolved: boolean;
+  resolvedBy: string | null;
+  isOutdated: boolean;
+  commentIds: number[];
+}
+
 export interface Reaction {
   id: number;
   node_id: string;
@@ -388,6 +452,75 @@ export interface InjectedFailure {
   times?: number;
   /** Default: the status text (e.g. `Bad Gateway`). */
   message?: string;
+  /** The error body's `documentation_url`. */
+  documentationUrl?: string;
+  /** Extra response headers (e.g. `retry-after`). */
+  headers?: Record<string, string>;
+}
+
+/** See GitHubStandin.rateLimitApiRequests. */
+export interface SecondaryRateLimitRule {
+  /** As for InjectedFailure; GraphQL requests are matched as `POST /graphql`. */
+  match: InjectedFailure['match'];
+  /** 403 (what GitHub usually sends) or 429; default 403. */
+  status?: 403 | 429;
+  /** Default 1. */
+  times?: number;
+  /** The `retry-after` header; default 1. */
+  retryAfterSeconds?: number;
+}
+
+/** A comment on one line of a pull request's diff (`line` in the new file for RIGHT, the old one for LEFT). */
+export interface LineCommentInput {
+  path: string;
+  line: number;
+  side?: 'LEFT' | 'RIGHT';
+  body: string;
+}
+
+/**
+ * Helpers for pull requests and their reviews. Every helper acts as a person (no token involved)
+ * and returns the webhook payload GitHub would send for it (not delivered: see sendWebhook).
+ * `at` backdates what is created (GitHub timestamps are whole seconds), for "since" filters.
+ */
+export interface StandinReviewHelpers {
+  /** Commits `files` on `branch` (created from `from`, default the default branch, when missing); returns the commit sha. */
+  createBranch(owner: string, repo: string, branch: string, files: Record<string, string | null>, opts?: { from?: string; message?: string; author?: string }): string;
+  /** Opens a pull request as `author` (a person, or the app's `<slug>[bot]`); draft by default. */
+  createPullRequest(owner: string, repo: string, input: { head: string; base?: string; title: string; body?: string; author: string; draft?: boolean; labels?: string[] }): Pull;
+  /** Submits a review with optional line comments (each opens a thread); returns `pull_request_review.submitted`. */
+  submitReview(
+    owner: string,
+    repo: string,
+    number: number,
+    input: { author: string; state: 'APPROVED' | 'CHANGES_REQUESTED' | 'COMMENTED'; body?: string; comments?: LineCommentInput[]; at?: Date },
+  ): WebhookPayload;
+  /** A single comment on a line (GitHub wraps it in a COMMENTED review with an empty body); returns `pull_request_review_comment.created`. */
+  commentOnLine(owner: string, repo: string, number: number, input: LineCommentInput & { author: string; at?: Date }): WebhookPayload;
+  /** Replies in the thread of review comment `commentId`; returns `pull_request_review_comment.created`. */
+  replyToReviewComment(commentId: number, body: string, author: string, opts?: { at?: Date }): WebhookPayload;
+  /** A conversation comment on the pull request; returns `issue_comment.created` (its `issue.pull_request` is set). */
+  commentOnPullRequest(owner: string, repo: string, number: number, body: string, sender: string, opts?: { at?: Date }): WebhookPayload;
+  /** Resolves (or unresolves) the thread that review comment `commentId` belongs to. */
+  resolveReviewThread(commentId: number, by: string, resolved?: boolean): void;
+  /**
+   * Outdates the thread of review comment `commentId`, as a push that drops the commented line does:
+   * every comment in it gets `position`/`line` null over REST and `outdated: true` over GraphQL.
+   */
+  outdateReviewThread(commentId: number): void;
+  /** Closes the pull request (merging head into base first when `merged`); returns `pull_request.closed`. */
+  closePullRequest(owner: string, repo: string, number: number, sender: string, opts?: { merged?: boolean }): WebhookPayload;
+  reviews(owner: string, repo: string, number: number): Review[];
+  reviewComments(owner: string, repo: string, number: number): ReviewComment[];
+  reviewThreads(owner: string, repo: string, number: number): ReviewThread[];
+  /** Reactions on a review comment (POST /repos/{o}/{r}/pulls/comments/{id}/reactions). */
+  reviewCommentReactions(commentId: number): Reaction[];
+  /**
+   * Reactions on a review. GitHub has no REST endpoint for these: the only way is the GraphQL
+   * mutation `addReaction(input: {subjectId: <review node_id>, content: EYES})`, which the stand-in
+   * serves. (A client without GraphQL can react on the pull request itself instead.)
+   */
+  reviewReactions(reviewId: number): Reaction[];
 }
 
 export interface InjectedFailureHandle {
@@ -397,7 +530,7 @@ export interface InjectedFailureHandle {
   remove(): void;
 }
 
-export interface GitHubStandin {
+export interface GitHubStandin extends StandinReviewHelpers {
   /** http://127.0.0.1:PORT */
   origin: string;
   /** 127.0.0.1:PORT (for GHE_HOST; use GHE_PROTOCOL=http) */
@@ -440,6 +573,15 @@ export interface GitHubStandin {
 
   /** Makes matching REST requests fail with `status` (recorded in `requests` like any other), `times` times. */
   failApiRequests(rule: InjectedFailure): InjectedFailureHandle;
+  /** Answers matching requests with GitHub's secondary rate limit (403 or 429, `retry-after`), `times` times. */
+  rateLimitApiRequests(rule: SecondaryRateLimitRule): InjectedFailureHandle;
+  /** Answers the next `times` (default 1) git pushes (POST git-receive-pack) with `status` (default 502) before git sees them. */
+  failGitPushes(opts?: { times?: number; status?: number }): InjectedFailureHandle;
+  /**
+   * GraphQL (`POST /api/graphql`) on or off; off answers 404 as Enterprise servers without the
+   * GraphQL API do. On by default.
+   */
+  setGraphqlEnabled(enabled: boolean): void;
 
   /** Applies `label` as `sender` (recording a `labeled` issue event unless the issue had it) and returns the `issues.labeled` payload (not delivered: see sendWebhook). */
   labelIssue(owner: string, repo: string, number: number, label: string, sender: string): WebhookPayload;

@@ -6,7 +6,7 @@ import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { GHES_VERSION } from './state.ts';
-import type { IssueRec, StandinState, UserRec, CommentRec } from './state.ts';
+import type { IssueRec, StandinState, UserRec, CommentRec, ReviewCommentRec, ReviewRec } from './state.ts';
 import type { WebhookDelivery, WebhookPayload, WebhookResult } from './types.ts';
 
 interface ExampleEvent {
@@ -113,6 +113,24 @@ export class PayloadFactory {
 
   issueEvent(action: string, issue: IssueRec, sender: string, extra: Record<string, unknown> = {}, templateAction = action): WebhookPayload {
     return this.build('issues', action, templateAction, { issue: this.state.issue(issue), ...extra, sender: this.state.user(this.sender(sender)) }, issue);
+  }
+
+  /** `pull_request_review` (the review in its webhook form: lower-case state, null for an empty body). */
+  reviewEvent(action: string, review: ReviewRec, sender: string): WebhookPayload {
+    const s = this.state;
+    return this.build('pull_request_review', action, 'submitted', { review: s.review(review, true), pull_request: s.pull(review.issue), sender: s.user(this.sender(sender)) }, review.issue);
+  }
+
+  /** `pull_request_review_comment`. */
+  reviewCommentEvent(action: string, comment: ReviewCommentRec, sender: string): WebhookPayload {
+    const s = this.state;
+    return this.build('pull_request_review_comment', action, 'created', { comment: s.reviewComment(comment), pull_request: s.pull(comment.issue), sender: s.user(this.sender(sender)) }, comment.issue);
+  }
+
+  /** `pull_request` (with `number`, and the full pull request as single-pull responses have it). */
+  pullRequestEvent(action: string, issue: IssueRec, sender: string): WebhookPayload {
+    const s = this.state;
+    return this.build('pull_request', action, action, { number: issue.number, pull_request: s.pull(issue, true), sender: s.user(this.sender(sender)) }, issue);
   }
 
   commentEvent(action: string, comment: CommentRec, sender: string): WebhookPayload {
