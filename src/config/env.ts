@@ -69,6 +69,7 @@ export const envSchema = z.object({
   LILYPAD_QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, - and _ only').default('lilypad'),
   LILYPAD_JOB_ATTEMPTS: positiveInt(3),
   LILYPAD_JOB_RETRY_DELAY_MS: positiveInt(30_000),
+  LILYPAD_JOB_LOCK_SECONDS: positiveInt(60),
   LILYPAD_RECONCILE_SECONDS: z.coerce.number().int().min(0).default(600),
 });
 

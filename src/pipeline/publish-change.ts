@@ -20,6 +20,8 @@ export interface PushTarget {
   cloneUrl: string;
   /** Asked for right before each git call: tokens expire during long jobs. */
   authHeader: () => Promise<string>;
+  /** Waits before retrying a git call the server failed (5xx, 429); default 1, 3 and 9 s. */
+  retryDelaysMs?: readonly number[];
 }
 
 export interface PushOutcome {
@@ -38,26 +40,83 @@ export async function pushWithoutOverwriting(dir: string, headSha: string, targe
   const skipped: string[] = [];
   for (let n = 1; n <= MAX_BRANCHES; n++) {
     const branch = branchFor(target.issueNumber, n);
-    const key = `${target.prefix}:pushed:${target.repoId}:${branch}`;
-    const record = await readRecord(target.redis, key);
-    const tip = await remoteTip(target.cloneUrl, branch, await target.authHeader());
-    const ours = tip === null || tip === record.sha || tip === record.pending || tip === headSha;
-    if (!ours) {
-      skipped.push(branch);
-      continue;
-    }
-    await target.redis.set(key, JSON.stringify({ sha: record.sha, pending: headSha }), 'EX', RECORD_TTL_S);
-    const pushed = await pushBranch(dir, target.cloneUrl, branch, await target.authHeader(), { expected: tip });
-    if (pushed === 'pushed') {
-      await target.redis.set(key, JSON.stringify({ sha: headSha, pending: null }), 'EX', RECORD_TTL_S);
-      return { branch, skipped };
-    }
-    skipped.push(branch); // someone pushed between the look and the push
+    // A server error (a 502 from a proxy, a 429) is retried on the same branch, from the look at its
+    // tip: a push the server applied before failing shows as our own commit there.
+    const result = await retryServerErrors(() => pushIfOurs(dir, headSha, target, branch), target.retryDelaysMs ?? SERVER_RETRY_DELAYS_MS);
+    if (result === 'pushed') return { branch, skipped };
+    skipped.push(branch); // someone else's commits, or someone pushed between the look and the push
   }
   throw new Error(`every branch from ${branchFor(target.issueNumber)} to ${branchFor(target.issueNumber, MAX_BRANCHES)} holds someone else's commits; delete the ones no longer needed and run Lilypad again`);
 }
 
 const RECORD_TTL_S = 365 * 24 * 3600;
+const SERVER_RETRY_DELAYS_MS = [1000, 3000, 9000];
+
+async function pushIfOurs(dir: string, headSha: string, target: PushTarget, branch: string): Promise<'pushed' | 'theirs'> {
+  const key = `${target.prefix}:pushed:${target.repoId}:${branch}`;
+  const record = await readRecord(target.redis, key);
+  const tip = await remoteTip(target.cloneUrl, branch, await target.authHeader());
+  const ours = tip === null || tip === record.sha || tip === record.pending || tip === headSha;
+  if (!ours) return 'theirs';
+  await target.redis.set(key, JSON.stringify({ sha: record.sha, pending: headSha }), 'EX', RECORD_TTL_S);
+  const pushed = await pushBranch(dir, target.cloneUrl, branch, await target.authHeader(), { expected: tip });
+  if (pushed !== 'pushed') return 'theirs';
+  await target.redis.set(key, JSON.stringify({ sha: headSha, pending: null }), 'EX', RECORD_TTL_S);
+  return 'pushed';
+}
+
+/** git's words for an HTTP error status from the server (curl's, through git-remote-http). */
+const SERVER_ERROR = /(?:returned error|RPC failed; HTTP):? (5\d\d|429)\b/;
+
+async function retryServerErrors<T>(fn: () => Promise<T>, delaysMs: readonly number[]): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      const delay = delaysMs[attempt];
+      if (delay === undefined || !SERVER_ERROR.test((err as Error).message)) throw err;
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}
+
+/**
+ * What one trigger (one delivery) published. A copy of the job that runs again after the trigger
+ * was published (a worker that lost its lock while publishing, a stalled job handed over) reads it
+ * and reports the pull request instead of publishing a second time.
+ */
+export const publishedSchema = z.object({
+  deliveryId: z.string(),
+  number: z.number().int(),
+  url: z.string(),
+  branch: z.string(),
+  updated: z.boolean(),
+  incomplete: z.boolean(),
+  exitReason: z.string(),
+  draft: z.boolean(),
+  note: z.string().optional(),
+});
+export type Published = z.infer<typeof publishedSchema>;
+
+const publishedKey = (prefix: string, jobId: string) => `${prefix}:published:${jobId}`;
+const PUBLISHED_TTL_S = 7 * 24 * 3600;
+
+/** What this trigger already published, if anything (the record of an older trigger does not count). */
+export async function readPublished(redis: Redis, prefix: string, jobId: string, deliveryId: string): Promise<Published | null> {
+  const raw = await redis.get(publishedKey(prefix, jobId));
+  if (!raw) return null;
+  let parsed: ReturnType<typeof publishedSchema.safeParse>;
+  try {
+    parsed = publishedSchema.safeParse(JSON.parse(raw));
+  } catch {
+    return null;
+  }
+  return parsed.success && parsed.data.deliveryId === deliveryId ? parsed.data : null;
+}
+
+export async function recordPublished(redis: Redis, prefix: string, jobId: string, published: Published): Promise<void> {
+  await redis.set(publishedKey(prefix, jobId), JSON.stringify(published), 'EX', PUBLISHED_TTL_S);
+}
 
 async function readRecord(redis: Redis, key: string): Promise<PushRecord> {
   const raw = await redis.get(key);

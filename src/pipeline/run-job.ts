@@ -23,7 +23,7 @@ import { CancelledError, reasonText } from '../sandbox/errors.ts';
 import { checkoutFromMirror, updateMirror } from '../workspace/mirror.ts';
 import { prepareChange, type PreparedChange } from '../workspace/publish.ts';
 import { UserError } from './failures.ts';
-import { pushWithoutOverwriting } from './publish-change.ts';
+import { pushWithoutOverwriting, readPublished, recordPublished, type Published } from './publish-change.ts';
 import type { RunStatus } from './run-status.ts';
 import { runSandboxSession, type SandboxSessionResult, type SetupNetworkProvider } from './sandbox-session.ts';
 import { checkPinnedText, parseEdits, StaleTriggerError, validateTrigger, type IssueText } from './validate-trigger.ts';
@@ -43,6 +43,12 @@ export interface RunJobDeps {
   labels: Record<string, string>;
   /** When the whole job must be over (LILYPAD_JOB_MAX_MINUTES); the agent's budget fits inside it. */
   deadlineAt: number;
+  /**
+   * Whether this worker still holds the job, renewing its claim when it does. Asked right before
+   * publishing: a worker whose claim lapsed (Redis paused or unreachable) must leave publishing to
+   * the copy that took the job over.
+   */
+  holdsJob: () => Promise<boolean>;
 }
 
 export type RunJobOutcome =
@@ -102,6 +108,9 @@ export async function runIssueJob(job: RunJob, deps: RunJobDeps, signal: AbortSi
     },
   };
   try {
+    // 0. Another copy of this job may already have published for this trigger (see publish()).
+    const already = await readPublished(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, runJobId(job.repoId, job.issueNumber), job.deliveryId);
+    if (already) return await reportPublished(ctx, already);
     // 1. The trigger must still hold: issue open, label present, permission, text as pinned.
     const installation = await deps.github.installation(job.installationId);
     const text = await ctx.step('validate', () => validateTrigger(installation as unknown as GitHubClient, job, () => recordedEdits(ctx)));
@@ -309,43 +318,70 @@ async function publish(
   change: PreparedChange,
   pr: { title: string; body: string; baseBranch: string; cloneUrl: string; incomplete: boolean; exitReason: string },
 ): Promise<RunJobOutcome> {
-  const { job, deps, status } = ctx;
-  if (ctx.signal.aborted) throw new CancelledError(reasonText(ctx.signal.reason));
-  const pushed = await ctx.step('push', () =>
-    pushWithoutOverwriting(change.dir, change.headSha!, {
-      redis: deps.redis,
-      prefix: deps.env.LILYPAD_QUEUE_PREFIX,
-      repoId: job.repoId,
-      issueNumber: job.issueNumber,
-      cloneUrl: pr.cloneUrl,
-      authHeader: () => ctx.tokens.gitAuthHeader(),
-    }),
-  );
-  const opened = await ctx.step('pull_request', async () =>
-    upsertPullRequest(await ctx.tokens.rest(), {
-      owner: job.owner,
-      repo: job.repo,
+  const { job, deps } = ctx;
+  const prefix = deps.env.LILYPAD_QUEUE_PREFIX;
+  const jobId = runJobId(job.repoId, job.issueNumber);
+  // One publisher per trigger: the lock serialises the copies of this job that reach this point,
+  // the record tells a later copy what the first one published, and the claim check keeps a worker
+  // whose job was handed over (its lock lapsed) from publishing at all.
+  return withRedisLock(deps.redis, `${prefix}:publish:${jobId}`, { ttlMs: 10 * 60_000, waitMs: 10 * 60_000 }, async () => {
+    const already = await readPublished(deps.redis, prefix, jobId, job.deliveryId);
+    if (already) return reportPublished(ctx, already);
+    if (ctx.signal.aborted) throw new CancelledError(reasonText(ctx.signal.reason));
+    if (!(await deps.holdsJob())) throw new CancelledError('this worker no longer holds the job; another worker took it over');
+    const pushed = await ctx.step('push', () =>
+      pushWithoutOverwriting(change.dir, change.headSha!, {
+        redis: deps.redis,
+        prefix,
+        repoId: job.repoId,
+        issueNumber: job.issueNumber,
+        cloneUrl: pr.cloneUrl,
+        authHeader: () => ctx.tokens.gitAuthHeader(),
+      }),
+    );
+    const opened = await ctx.step('pull_request', async () =>
+      upsertPullRequest(await ctx.tokens.rest(), {
+        owner: job.owner,
+        repo: job.repo,
+        branch: pushed.branch,
+        base: pr.baseBranch,
+        title: pr.title,
+        body: pr.body,
+        draft: config.draft,
+        labels: config.labels,
+        reviewers: config.reviewers ?? [job.triggeredBy],
+      }),
+    );
+    for (const w of opened.warnings) ctx.log.warn({ warning: w }, 'pull request');
+    const published: Published = {
+      deliveryId: job.deliveryId,
+      number: opened.number,
+      url: opened.url,
       branch: pushed.branch,
-      base: pr.baseBranch,
-      title: pr.title,
-      body: pr.body,
+      updated: opened.updated,
+      incomplete: pr.incomplete,
+      exitReason: pr.exitReason,
       draft: config.draft,
-      labels: config.labels,
-      reviewers: config.reviewers ?? [job.triggeredBy],
-    }),
-  );
-  for (const w of opened.warnings) ctx.log.warn({ warning: w }, 'pull request');
-  await status.finish({
-    state: 'done',
-    prUrl: opened.url,
-    prNumber: opened.number,
-    incomplete: pr.incomplete,
-    updated: opened.updated,
-    exitReason: pr.exitReason,
-    draft: config.draft,
-    ...(pushed.skipped.length > 0 ? { note: `Someone else pushed to \`${pushed.skipped.join('`, `')}\`, so Lilypad left it as it is and used \`${pushed.branch}\`.` } : {}),
+      ...(pushed.skipped.length > 0 ? { note: `Someone else pushed to \`${pushed.skipped.join('`, `')}\`, so Lilypad left it as it is and used \`${pushed.branch}\`.` } : {}),
+    };
+    await recordPublished(deps.redis, prefix, jobId, published);
+    return reportPublished(ctx, published);
   });
-  return { result: 'pull_request', number: opened.number, url: opened.url, updated: opened.updated, incomplete: pr.incomplete, branch: pushed.branch };
+}
+
+/** The final status and outcome for what this trigger published (by this copy of the job or an earlier one). */
+async function reportPublished(ctx: JobContext, p: Published): Promise<RunJobOutcome> {
+  await ctx.status.finish({
+    state: 'done',
+    prUrl: p.url,
+    prNumber: p.number,
+    incomplete: p.incomplete,
+    updated: p.updated,
+    exitReason: p.exitReason,
+    draft: p.draft,
+    ...(p.note ? { note: p.note } : {}),
+  });
+  return { result: 'pull_request', number: p.number, url: p.url, updated: p.updated, incomplete: p.incomplete, branch: p.branch };
 }
 
 async function loadConfigOrFail(octokit: ProbotOctokit, ref: IssueRef): Promise<RepoConfig> {

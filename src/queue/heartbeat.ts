@@ -3,7 +3,8 @@ import path from 'node:path';
 import type Docker from 'dockerode';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../observability/logger.ts';
-import { removeEgressLeftovers } from '../sandbox/egress.ts';
+import { LABEL_ROLE, removeEgressLeftovers } from '../sandbox/egress.ts';
+import { LABEL_RUN } from '../sandbox/sandbox.ts';
 
 /** A worker instance is alive while this key exists; it is refreshed far more often than it expires. */
 const TTL_MS = 45_000;
@@ -73,4 +74,36 @@ export async function sweepDeadInstances(docker: Docker, redis: Redis, prefix: s
     }
   }
   return summary;
+}
+
+/**
+ * Removes this live instance's own leftovers: sandboxes and setup networks of runs it is no longer
+ * running. A run's own cleanup can fail (the Docker engine restarted under it and was not back in
+ * time); the next sweep finishes the job.
+ */
+export async function sweepOwnLeftovers(docker: Docker, self: string, liveRuns: ReadonlySet<string>): Promise<{ containers: number; networks: number }> {
+  const mine = `${LABEL_INSTANCE}=${self}`;
+  const stale = (labels: Record<string, string> | undefined) => {
+    const run = labels?.[LABEL_RUN];
+    return run !== undefined && !liveRuns.has(run);
+  };
+  let containers = 0;
+  for (const c of await docker.listContainers({ all: true, filters: { label: [mine, LABEL_RUN] } })) {
+    if (!stale(c.Labels)) continue;
+    await docker
+      .getContainer(c.Id)
+      .remove({ force: true, v: true })
+      .then(() => containers++)
+      .catch(() => undefined);
+  }
+  let networks = 0;
+  for (const n of await docker.listNetworks({ filters: { label: [mine, LABEL_RUN, LABEL_ROLE] } })) {
+    if (!stale(n.Labels)) continue;
+    await docker
+      .getNetwork(n.Id)
+      .remove()
+      .then(() => networks++)
+      .catch(() => undefined);
+  }
+  return { containers, networks };
 }

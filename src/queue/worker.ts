@@ -19,7 +19,7 @@ import type { SetupNetworkProvider } from '../pipeline/sandbox-session.ts';
 import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
 import { CancelBus, type CancelRequest } from './cancel-bus.ts';
 import { finishingKey } from './jobs.ts';
-import { LABEL_INSTANCE, LABEL_PREFIX, startHeartbeat, sweepDeadInstances } from './heartbeat.ts';
+import { LABEL_INSTANCE, LABEL_PREFIX, startHeartbeat, sweepDeadInstances, sweepOwnLeftovers } from './heartbeat.ts';
 import { EgressProxy, parseEgressPolicy, parsePrivateAllow } from '../sandbox/egress.ts';
 import { EVENTS_QUEUE, RUNS_QUEUE, eventJobSchema, runJobSchema, type EventJob, type RunJob } from './jobs.ts';
 import { createRedis } from './redis.ts';
@@ -74,6 +74,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   await mkdir(path.join(tmpRoot, instance), { recursive: true });
   // Workspaces are made with mkdtemp(os.tmpdir()): keep them where the sweep can find them.
   process.env['TMPDIR'] = path.join(tmpRoot, instance);
+  /** The runs this instance is running now: its other sandboxes are leftovers. */
+  const liveRuns = new Set<string>();
   let sweeping = false;
   const sweep = async () => {
     if (sweeping) return;
@@ -85,6 +87,11 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       })
       .finally(() => (sweeping = false));
     if (done && done.instances.length > 0) logger.warn(done, 'removed what stopped worker instances left behind');
+    const own = await sweepOwnLeftovers(opts.docker, instance, liveRuns).catch((err: Error) => {
+      logger.warn({ err: err.message }, 'sweep of own leftovers failed');
+      return null;
+    });
+    if (own && own.containers + own.networks > 0) logger.warn(own, 'removed sandboxes and networks of runs that had ended without removing them');
   };
   void sweep();
   const sweeper = setInterval(() => void sweep(), SWEEP_EVERY_MS);
@@ -115,7 +122,10 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       connection: createRedis(opts.redisUrl, { forWorker: true }),
       prefix,
       concurrency: env.LILYPAD_WORKER_CONCURRENCY,
-      lockDuration: 60_000,
+      // A job's claim lapses when it cannot be renewed for this long (Redis unreachable or paused);
+      // the stalled check, on any worker, then hands the job to another.
+      lockDuration: env.LILYPAD_JOB_LOCK_SECONDS * 1000,
+      stalledInterval: Math.min(30_000, env.LILYPAD_JOB_LOCK_SECONDS * 500),
       maxStalledCount: 2,
     },
   );
@@ -147,6 +157,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       return { result: 'cancelled' };
     }
     const runId = `${job.id}-${Date.now().toString(36)}`;
+    liveRuns.add(runId);
     // The whole job has a deadline: the agent's budget is cut to fit it, and past it the job stops.
     const deadlineAt = Date.now() + env.LILYPAD_JOB_MAX_MINUTES * 60_000;
     const deadline = setTimeout(() => runs.cancelJob(job.id!, JOB_DEADLINE), deadlineAt - Date.now());
@@ -161,13 +172,19 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
     }, 5000);
     try {
       const labels = { [LABEL_JOB]: job.id!, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix };
-      const deps = { env, github: opts.github, docker: opts.docker, redis, logger: log, workerId, labels, setupNetwork, deadlineAt };
+      const holdsJob = async () => {
+        const held = !token || Number(await job.extendLock(token, env.LILYPAD_JOB_LOCK_SECONDS * 1000)) === 1;
+        if (!held) runs.cancelJob(job.id!, LOST_LOCK);
+        return held;
+      };
+      const deps = { env, github: opts.github, docker: opts.docker, redis, logger: log, workerId, labels, setupNetwork, deadlineAt, holdsJob };
       const outcome = await runIssueJob(data, deps, signal, runId, runStatus, tokens);
       log.info({ outcome }, 'job finished');
       return outcome;
     } catch (err) {
       return await settleFailure(job, token, signal, err, runStatus, log);
     } finally {
+      liveRuns.delete(runId);
       clearInterval(poll);
       clearTimeout(deadline);
       // Revoked in the background: the job is over for its users once its final status is written.
@@ -211,12 +228,20 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
     throw new UnrecoverableError(verdict.what);
   }
 
-  // One schedule shared by every worker (BullMQ runs each tick once, on one of them).
-  if (env.LILYPAD_RECONCILE_SECONDS > 0) {
-    await eventsQueue.upsertJobScheduler(RECONCILE, { every: env.LILYPAD_RECONCILE_SECONDS * 1000 }, { name: RECONCILE, data: {} as EventJob, opts: { removeOnComplete: 50, removeOnFail: 50 } });
-  } else {
-    await eventsQueue.removeJobScheduler(RECONCILE).catch(() => undefined);
-  }
+  // One schedule shared by every worker (BullMQ runs each tick once, on one of them). It lives in
+  // Redis: after Redis lost its data it is written again, at the next sweep or reconnect.
+  const schedule = async () => {
+    if (env.LILYPAD_RECONCILE_SECONDS > 0) {
+      await eventsQueue.upsertJobScheduler(RECONCILE, { every: env.LILYPAD_RECONCILE_SECONDS * 1000 }, { name: RECONCILE, data: {} as EventJob, opts: { removeOnComplete: 50, removeOnFail: 50 } });
+    } else {
+      await eventsQueue.removeJobScheduler(RECONCILE).catch(() => undefined);
+    }
+  };
+  await schedule();
+  const reschedule = () => void schedule().catch((err: Error) => logger.warn({ err: err.message }, 'could not write the reconcile schedule'));
+  const rescheduler = setInterval(reschedule, SWEEP_EVERY_MS);
+  rescheduler.unref();
+  redis.on('ready', reschedule);
 
   await cancelBus.subscribe((req: CancelRequest) => {
     if (runs.cancelJob(req.jobId, `cancel:${JSON.stringify(req)}`)) logger.info({ job: req.jobId, by: req.by }, 'cancelling running job');
@@ -254,6 +279,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
         await runsQueue.close();
         await eventsQueue.close();
         clearInterval(sweeper);
+        clearInterval(rescheduler);
+        redis.off('ready', reschedule);
         await removeLabelled(opts.docker, LABEL_INSTANCE, instance).catch(() => 0);
         if (setupNetwork instanceof EgressProxy) await setupNetwork.stop();
         await rm(path.join(tmpRoot, instance), { recursive: true, force: true });

@@ -611,6 +611,7 @@ export class EgressProxy {
       [LABEL_RUN]: runId,
     });
     try {
+      await this.ensureRunning();
       await bounded('attaching the egress proxy to the setup network', network.connect({ Container: this.container.id }));
       const info = await bounded('inspecting the egress proxy', this.container.inspect());
       if (!info.State.Running) {
@@ -634,6 +635,15 @@ export class EgressProxy {
       await removeNetwork(this.docker, name);
       throw dockerFailure(`connecting the egress proxy to ${name}`, err);
     }
+  }
+
+  /** A restart of the Docker engine stops the proxy with every other container: start it again. */
+  private async ensureRunning(): Promise<void> {
+    const info = await bounded('inspecting the egress proxy', this.container.inspect());
+    if (info.State.Running) return;
+    const since = Math.floor(Date.now() / 1000);
+    await bounded('restarting the egress proxy', this.container.start());
+    await waitUntilListening(this.container, since);
   }
 
   /** The same as openSetupNetwork: lets the proxy serve as the session's setup-network provider. */
@@ -712,11 +722,12 @@ async function createProxyContainer(docker: Docker, opts: EgressProxyOptions, ou
   }
 }
 
-async function waitUntilListening(container: Docker.Container): Promise<void> {
+/** Waits for Squid's ready line, in the log written since `since` (Unix seconds; 0: the whole log). */
+async function waitUntilListening(container: Docker.Container, since = 0): Promise<void> {
   const deadline = Date.now() + PROXY_READY_MS;
   for (;;) {
     const info = await bounded('inspecting the egress proxy', container.inspect());
-    const { stderr } = demux(await bounded('reading the egress proxy log', container.logs({ stdout: false, stderr: true, follow: false })));
+    const { stderr } = demux(await bounded('reading the egress proxy log', container.logs({ stdout: false, stderr: true, follow: false, since })));
     if (stderr.includes(READY_LINE)) return;
     if (!info.State.Running) {
       throw new SandboxError(`the egress proxy exited (code ${info.State.ExitCode}) before accepting connections: ${stderr.trim().split('\n').slice(-8).join(' | ')}`);

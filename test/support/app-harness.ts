@@ -21,7 +21,7 @@ export interface AppHarness {
 }
 
 /** A script keyed by issue title: each issue's conversation gets its own list of replies. */
-export type ScriptBook = Record<string, ScriptedReply[] | ((turn: number, body: ChatRequestBody) => ScriptedReply)>;
+export type ScriptBook = Record<string, ScriptedReply[] | ((turn: number, body: ChatRequestBody) => ScriptedReply | Promise<ScriptedReply>)>;
 
 export function titleOf(body: ChatRequestBody): string {
   const user = body.messages.find((m) => m.role === 'user');

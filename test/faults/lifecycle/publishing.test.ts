@@ -13,7 +13,7 @@ import { faultTest } from '../../support/fault-table.ts';
 import { CALC_REPO } from '../../support/fixture-repo.ts';
 
 const OWNER = 'acme';
-const TOKEN_TTL_S = 15;
+const TOKEN_TTL_S = 60;
 const fix = (delayMs = 0) => [
   { delayMs, toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
   { content: 'Fixed add().' },
@@ -21,10 +21,10 @@ const fix = (delayMs = 0) => [
 const book: ScriptBook = {
   'Reviewed branch': fix(),
   'Edited by an outsider': fix(),
-  // Two slow turns: the job outlives several of the stand-in's 15-second tokens.
+  // Two slow turns: the job takes over 120 s and outlives two of the stand-in's 60-second tokens.
   'Outlives its token': [
-    { delayMs: 12_000, toolCalls: [{ name: 'Bash', arguments: { command: 'true' } }] },
-    { delayMs: 12_000, toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
+    { delayMs: 62_000, toolCalls: [{ name: 'Bash', arguments: { command: 'true' } }] },
+    { delayMs: 62_000, toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
     { content: 'Fixed add().' },
   ],
   'Held CI': fix(),
@@ -108,15 +108,15 @@ faultTest('someone without write access edits the issue after a maintainer label
   return { observed: `${statusOf('slowtests', n).split('\n')[1]?.slice(0, 170)}…; agent ran: ${agentRan}`, pass: ok };
 });
 
-faultTest(`tokens that live ${TOKEN_TTL_S} s in the stand-in, a job that takes over 24 s`, 'fresh tokens are minted as needed: the pull request is created and the status says Done', async () => {
+faultTest(`tokens that live ${TOKEN_TTL_S} s in the stand-in, a job that takes over 120 s`, 'fresh tokens are minted as needed: the pull request is created and the status says Done', async () => {
   const n = gh.createIssue(OWNER, 'calc', { title: 'Outlives its token', body: 'add is wrong', author: 'alice' }).number;
   const started = Date.now();
   await app.send('issues', gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));
-  await statusSays(n, /Done|Failed/);
+  await waitFor(() => /Done|Failed/.test(status(n)), `status of calc#${n} to say Done or Failed`, 360_000);
   const pr = gh.pulls(OWNER, 'calc').find((p) => p.head.ref === `lilypad/issue-${n}`);
   const minted = gh.tokens().filter((t) => t.repositories?.includes('calc')).length;
-  return { observed: `after ${Math.round((Date.now() - started) / 1000)} s: ${pr ? `PR #${pr.number} created` : 'no PR'}; ${minted} repository tokens minted in all; status ${/Done/.test(status(n)) ? 'Done' : status(n).slice(0, 120)}`, pass: !!pr && /Done/.test(status(n)) };
-});
+  return { observed: `after ${Math.round((Date.now() - started) / 1000)} s: ${pr ? `PR #${pr.number} created` : 'no PR'}; ${minted} repository tokens minted in all; status ${/Done/.test(status(n)) ? 'Done' : status(n).slice(0, 120)}`, pass: !!pr && /Done/.test(status(n)) && Date.now() - started > 2 * TOKEN_TTL_S * 1000 };
+}, { timeout: 480_000 });
 
 faultTest('ci: hold (the default), then a writer comments `/lilypad ci` on the pull request', "the pushed commit carries [skip ci] and the PR body says how to release it; then an empty commit without the marker is pushed on top", async () => {
   const n = gh.createIssue(OWNER, 'calc', { title: 'Held CI', body: 'add is wrong', author: 'alice' }).number;
