@@ -8,6 +8,7 @@ Commands:
   worker   Run only a worker (takes jobs from Redis; run many, on many machines)
   run      Work on one issue in a local repository and write patch, trajectory and result
   doctor   Check the Docker engine, the sandbox image, Redis and the model endpoint
+  eval     Measure resolve rate and cost per resolved issue on your own issues, across endpoints
 
 Run \`lilypad <command> --help\` for the options of a command.`;
 
@@ -18,6 +19,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./run.ts')).runCommand(rest);
     case 'doctor':
       return (await import('./doctor.ts')).doctorCommand(rest);
+    case 'eval':
+      return (await import('../eval/cli.ts')).evalCommand(rest);
     case 'start':
     case 'web':
     case 'worker':

@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { loadEnv } from '../config/env.ts';
+import { loadEnv, type Env } from '../config/env.ts';
 import { createLogger } from '../observability/logger.ts';
-import { newRunId, runLocal, type LocalRunResult } from '../pipeline/local-run.ts';
+import { newRunId, runLocal, type LocalRunOptions, type LocalRunResult } from '../pipeline/local-run.ts';
 import { createDockerClient } from '../sandbox/sandbox.ts';
 import { UsageError } from './usage-error.ts';
 
@@ -105,29 +105,14 @@ export async function runCommand(argv: string[]): Promise<number> {
       body,
       testCommand: values.test,
       outDir,
+      ...localRunSettings(env),
       image: values.image ?? env.LILYPAD_SANDBOX_IMAGE,
-      workdir: env.LILYPAD_SANDBOX_WORKDIR,
-      sandboxUser: env.LILYPAD_SANDBOX_USER,
-      allowRootImage: env.LILYPAD_ALLOW_ROOT_IMAGES,
-      diskMb: env.LILYPAD_SANDBOX_DISK_MB,
-      maxLineBytes: env.LILYPAD_TOOLBOX_MAX_LINE_MB * 1024 * 1024,
-      memoryMb: env.LILYPAD_SANDBOX_MEMORY_MB,
-      cpus: env.LILYPAD_SANDBOX_CPUS,
-      pids: env.LILYPAD_SANDBOX_PIDS,
       baseURL,
-      apiKey: env.OPENAI_API_KEY,
       model: values.model ?? env.LILYPAD_MODEL,
-      modelTimeoutMs: env.LILYPAD_MODEL_TIMEOUT_SECONDS * 1000,
-      modelRetries: env.LILYPAD_MODEL_RETRIES,
-      maxResponseBytes: env.LILYPAD_MODEL_MAX_RESPONSE_MB * 1024 * 1024,
-      retryBaseMs: env.LILYPAD_MODEL_RETRY_BASE_MS,
-      testTimeoutSeconds: env.LILYPAD_TEST_TIMEOUT_SECONDS,
       budgets: {
+        ...localRunSettings(env).budgets,
         maxSteps: positive('--max-steps', values['max-steps'], env.LILYPAD_MAX_STEPS),
-        maxContextTokens: env.LILYPAD_MAX_CONTEXT_TOKENS,
-        maxTokensPerTurn: env.LILYPAD_MAX_TOKENS_PER_TURN,
         maxWallSeconds: positive('--max-time', values['max-time'], env.LILYPAD_MAX_WALL_SECONDS),
-        bashTimeoutCapSeconds: env.LILYPAD_BASH_TIMEOUT_CAP_SECONDS,
       },
       signal: controller.signal,
       docker: createDockerClient(),
@@ -144,6 +129,34 @@ export async function runCommand(argv: string[]): Promise<number> {
   if (result.exit_reason === 'cancelled') return 130;
   if (result.exit_reason === 'error' || result.exit_reason === 'llm_query_error' || result.exit_reason === 'tool_error') return 1;
   return 0;
+}
+
+/** The sandbox, model-client and budget settings every local run takes from the environment (`lilypad run`, `lilypad eval`). */
+export function localRunSettings(env: Env) {
+  return {
+    image: env.LILYPAD_SANDBOX_IMAGE,
+    workdir: env.LILYPAD_SANDBOX_WORKDIR,
+    sandboxUser: env.LILYPAD_SANDBOX_USER,
+    allowRootImage: env.LILYPAD_ALLOW_ROOT_IMAGES,
+    diskMb: env.LILYPAD_SANDBOX_DISK_MB,
+    maxLineBytes: env.LILYPAD_TOOLBOX_MAX_LINE_MB * 1024 * 1024,
+    memoryMb: env.LILYPAD_SANDBOX_MEMORY_MB,
+    cpus: env.LILYPAD_SANDBOX_CPUS,
+    pids: env.LILYPAD_SANDBOX_PIDS,
+    apiKey: env.OPENAI_API_KEY,
+    modelTimeoutMs: env.LILYPAD_MODEL_TIMEOUT_SECONDS * 1000,
+    modelRetries: env.LILYPAD_MODEL_RETRIES,
+    maxResponseBytes: env.LILYPAD_MODEL_MAX_RESPONSE_MB * 1024 * 1024,
+    retryBaseMs: env.LILYPAD_MODEL_RETRY_BASE_MS,
+    testTimeoutSeconds: env.LILYPAD_TEST_TIMEOUT_SECONDS,
+    budgets: {
+      maxSteps: env.LILYPAD_MAX_STEPS,
+      maxContextTokens: env.LILYPAD_MAX_CONTEXT_TOKENS,
+      maxTokensPerTurn: env.LILYPAD_MAX_TOKENS_PER_TURN,
+      maxWallSeconds: env.LILYPAD_MAX_WALL_SECONDS,
+      bashTimeoutCapSeconds: env.LILYPAD_BASH_TIMEOUT_CAP_SECONDS,
+    },
+  } satisfies Partial<LocalRunOptions>;
 }
 
 function summary(r: LocalRunResult): string {

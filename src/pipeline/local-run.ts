@@ -10,7 +10,7 @@ import { JsonlTrajectory } from '../agent/trajectory.ts';
 import type { Logger } from '../observability/logger.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import { CancelledError } from '../sandbox/errors.ts';
-import { cloneLocalRepository } from '../workspace/local-clone.ts';
+import { cloneLocalRepository, type LocalCheckout } from '../workspace/local-clone.ts';
 import { runSandboxSession } from './sandbox-session.ts';
 import type { TestOutcome } from './test-command.ts';
 
@@ -44,6 +44,12 @@ export interface LocalRunOptions {
   onPhase?: (phase: string) => void;
   onProgress?: (p: AgentProgress) => void;
   logger?: Logger;
+  /** How the code is obtained (default: a clone of `repo`'s HEAD). `lilypad eval` checks out an instance's base commit. */
+  checkout?: () => Promise<LocalCheckout>;
+  /** Commands run in the sandbox before the tests and the agent, without network (default: none). */
+  setup?: string[];
+  /** Extra container labels (`lilypad eval` marks its sandboxes with its run id). */
+  labels?: Record<string, string>;
 }
 
 export interface LocalRunResult {
@@ -132,7 +138,7 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
     const model = await phase('model', () => client.resolveModel(opts.model, opts.signal));
     result.model = model;
 
-    checkout = await phase('clone', () => cloneLocalRepository(opts.repo));
+    checkout = await phase('clone', () => (opts.checkout ? opts.checkout() : cloneLocalRepository(opts.repo)));
     result.base_commit = checkout.baseCommit;
     if (checkout.sourceDirty) warnings.push('the repository has uncommitted changes; the run used its last commit (HEAD) only');
 
@@ -153,7 +159,8 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
       },
       runId,
       workerId: os.hostname(),
-      setup: [],
+      ...(opts.labels ? { labels: opts.labels } : {}),
+      setup: opts.setup ?? [],
       setupNetwork: null,
       setupTimeoutSeconds: opts.testTimeoutSeconds,
       testCommand: opts.testCommand,
