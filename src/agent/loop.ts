@@ -1,3 +1,4 @@
+import { agentFinished, toolCall } from '../observability/metrics.ts';
 import { CancelledError, SandboxError } from '../sandbox/errors.ts';
 import type { ToolResult } from '../sandbox/sandbox.ts';
 import { ModelError, type ModelClient, type RetryRecord } from './model-client.ts';
@@ -86,17 +87,20 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
 
   const outOfTime = (): boolean => (Date.now() - started) / 1000 >= budgets.maxWallSeconds;
 
-  const finish = (exitReason: ExitReason, error?: string): AgentRunResult => ({
-    exitReason,
-    steps,
-    finalAnswer,
-    usage,
-    contextTokens: tracked,
-    retries,
-    warnings: [...warnings],
-    durationMs: Date.now() - started,
-    ...(error ? { error } : {}),
-  });
+  const finish = (exitReason: ExitReason, error?: string): AgentRunResult => {
+    agentFinished(steps);
+    return {
+      exitReason,
+      steps,
+      finalAnswer,
+      usage,
+      contextTokens: tracked,
+      retries,
+      warnings: [...warnings],
+      durationMs: Date.now() - started,
+      ...(error ? { error } : {}),
+    };
+  };
 
   for (;;) {
     if (signal?.aborted) return finish('cancelled');
@@ -219,6 +223,7 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
         observation: result.observation,
         duration_ms: Date.now() - toolStarted,
       };
+      toolCall(call.function.name, toolRecord.duration_ms / 1000);
       if (Object.keys(result.meta).length > 0) toolRecord.meta = result.meta;
       if (result.meta.interrupted) {
         const w = `a ${call.function.name} call killed or wedged Lilypad's toolbox in the sandbox; it was restarted and the call reported as interrupted`;

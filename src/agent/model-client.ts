@@ -1,6 +1,7 @@
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletion } from 'openai/resources/chat/completions';
 import { Agent, fetch as undiciFetch } from 'undici';
+import { modelRequest, modelRetried } from '../observability/metrics.ts';
 import { CancelledError, reasonText } from '../sandbox/errors.ts';
 
 /** The model endpoint failed in a way that retrying will not fix, or retries ran out. */
@@ -124,6 +125,7 @@ export class ModelClient {
     for (let attempt = 1; ; attempt++) {
       if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
       this.lastErrorBody = '';
+      const requestStarted = performance.now();
       try {
         const completion = (await this.sdk.chat.completions.create(
           body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming,
@@ -132,8 +134,10 @@ export class ModelClient {
         if (!completion || !Array.isArray(completion.choices) || completion.choices.length === 0) {
           throw new ModelError(`the model server returned a response without choices: ${JSON.stringify(completion).slice(0, 300)}`);
         }
+        modelRequest((performance.now() - requestStarted) / 1000, 'ok', usageOf(completion));
         return { kind: 'ok', completion, attempts: attempt };
       } catch (err) {
+        modelRequest((performance.now() - requestStarted) / 1000, 'error');
         if (err instanceof APIUserAbortError || signal?.aborted) throw new CancelledError(reasonText(signal?.reason));
         if (err instanceof ModelError) throw err;
         // Asking again would only bring the same oversized answer (and cost another generation).
@@ -146,11 +150,17 @@ export class ModelClient {
           throw new ModelError(explain(status, text, attempt), status);
         }
         const waitMs = backoff(attempt, this.retryBaseMs, err instanceof APIError ? err.headers : undefined);
+        modelRetried(status === undefined ? (/timed? ?out/i.test(text) ? 'timeout' : 'connection') : status === 408 ? 'timeout' : status === 429 ? 'rate_limited' : 'server_error');
         onRetry({ attempt, error: text, ...(status !== undefined ? { status } : {}), waitMs, at: new Date().toISOString() });
         await sleep(waitMs, signal);
       }
     }
   }
+}
+
+function usageOf(c: ChatCompletion): { prompt: number; completion: number; cached: number } | undefined {
+  const u = c.usage;
+  return u ? { prompt: u.prompt_tokens ?? 0, completion: u.completion_tokens ?? 0, cached: u.prompt_tokens_details?.cached_tokens ?? 0 } : undefined;
 }
 
 type UndiciResponse = Awaited<ReturnType<typeof undiciFetch>>;

@@ -37,9 +37,14 @@ export interface TrajectorySink {
 export class JsonlTrajectory implements TrajectorySink {
   private readonly stream: WriteStream;
 
+  /**
+   * `tee` receives every record as written (redacted), e.g. a run recorder that stores the run in
+   * Redis for the run pages; if it throws, the trajectory file is still written.
+   */
   constructor(
     file: string,
     private readonly scanner: SecretScanner,
+    private readonly tee?: (record: StepRecord) => void,
   ) {
     this.stream = createWriteStream(file, { flags: 'w' });
     // A full disk must cost the trajectory, not crash the worker and every job on it.
@@ -52,8 +57,16 @@ export class JsonlTrajectory implements TrajectorySink {
   failed: string | undefined;
 
   write(record: StepRecord): void {
+    const redacted = this.scanner.redactDeep(record);
+    if (this.tee) {
+      try {
+        this.tee(redacted);
+      } catch {
+        /* the recorder's trouble is its own; the file below is the record of truth */
+      }
+    }
     if (this.failed) return;
-    this.stream.write(`${JSON.stringify(this.scanner.redactDeep(record))}\n`);
+    this.stream.write(`${JSON.stringify(redacted)}\n`);
   }
 
   close(): Promise<void> {

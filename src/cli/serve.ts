@@ -11,6 +11,7 @@ import { EVENTS_QUEUE, type EventJob } from '../queue/jobs.ts';
 import { checkRedis, createRedis } from '../queue/redis.ts';
 import { startWorker, type WorkerRuntime } from '../queue/worker.ts';
 import { createDockerClient } from '../sandbox/sandbox.ts';
+import { mountWebExtras, startMetricsPort } from '../web/mount.ts';
 import { UsageError } from './usage-error.ts';
 
 type Role = 'start' | 'web' | 'worker';
@@ -86,6 +87,8 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
       stops.push(() => worker!.close());
     }
     if (role === 'start' || role === 'web') stops.unshift(await startWeb(env, creds!, redisUrl, logger));
+    const metricsPort = await startMetricsPort(env, redisUrl, logger);
+    if (metricsPort) stops.push(metricsPort);
   } catch (err) {
     // Half a process (a worker without its webhook server) must not keep running.
     for (const s of stops) await s().catch(() => undefined);
@@ -122,11 +125,14 @@ async function startWeb(env: Env, creds: AppCredentials, redisUrl: string, logge
   });
   const probot = new Probot({ appId: creds.appId, privateKey: creds.privateKey, secret: creds.secret, baseUrl: githubEndpoints(env).apiUrl, log: logger });
   const webhooks = await createNodeMiddleware(lilypadApp(events), { probot, webhooksPath: WEBHOOK_PATH });
+  // GET /metrics and the run pages (/runs, /auth/*, /assets/*): see src/web/.
+  const extras = mountWebExtras(env, redisUrl, logger);
   const server = createLimitedServer(async (req: GuardedRequest, res: ServerResponse) => {
     if (req.method === 'GET' && req.url?.split('?')[0] === '/ping') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('PONG');
       return;
     }
+    if (await extras.handle(req, res)) return;
     await webhooks(req, res, () => {
       if (!res.headersSent) res.writeHead(404).end();
     });
@@ -135,6 +141,7 @@ async function startWeb(env: Env, creds: AppCredentials, redisUrl: string, logge
   await listen(server, env.PORT, host);
   logger.info({ host, port: env.PORT }, `webhook server listening on ${WEBHOOK_PATH}`);
   return async () => {
+    await extras.close();
     await closeServer(server);
     await events.close();
   };

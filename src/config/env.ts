@@ -71,6 +71,19 @@ export const envSchema = z.object({
   LILYPAD_JOB_RETRY_DELAY_MS: positiveInt(30_000),
   LILYPAD_JOB_LOCK_SECONDS: positiveInt(60),
   LILYPAD_RECONCILE_SECONDS: z.coerce.number().int().min(0).default(600),
+
+  // Run pages (sign-in with the GitHub App's own OAuth client) and Prometheus metrics.
+  GITHUB_CLIENT_ID: optionalText,
+  GITHUB_CLIENT_SECRET: optionalText,
+  LILYPAD_PUBLIC_URL: optionalText
+    .refine((v) => v === undefined || /^https?:\/\/[^/]+/.test(v), 'must be an http(s) URL such as https://lilypad.example.com')
+    .transform((v) => v?.replace(/\/+$/, '')),
+  LILYPAD_RUN_RETENTION_DAYS: positiveNumber(30),
+  LILYPAD_RUN_MAX_MB: positiveNumber(8),
+  LILYPAD_METRICS_PORT: optionalText
+    .transform((v) => (v === undefined ? undefined : Number(v)))
+    .refine((v) => v === undefined || (Number.isInteger(v) && v >= 1 && v <= 65535), 'must be a TCP port number (1-65535)'),
+  LILYPAD_METRICS_TOKEN: optionalText,
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -87,6 +100,8 @@ const HINTS: Record<string, string> = {
   APP_ID: 'copy the App ID from the GitHub App settings page',
   GHE_HOST: 'e.g. GHE_HOST=github.example.com',
   GHE_PROTOCOL: 'use https (or http for a local test server)',
+  LILYPAD_PUBLIC_URL: 'the address people open the run pages at, e.g. LILYPAD_PUBLIC_URL=https://lilypad.example.com',
+  LILYPAD_METRICS_PORT: 'a free TCP port for this process\'s /metrics, e.g. LILYPAD_METRICS_PORT=9464',
 };
 
 /** Parses the environment; throws a ConfigError naming each bad variable and how to fix it. */

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import Docker from 'dockerode';
+import { sandboxClosed, sandboxOpened } from '../observability/metrics.ts';
 import { ToolboxChannel } from './channel.ts';
 
 import { CancelledError, SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError, reasonText } from './errors.ts';
@@ -143,6 +144,7 @@ export class Sandbox {
     const agentUser = await resolveAgentUser(docker, options);
     const created = await createHardenedContainer(docker, { ...options, labels });
     const sandbox = new Sandbox(docker, created.container, { ...options, user: agentUser });
+    sandboxOpened();
     const onAbort = () => void sandbox.destroy();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -418,7 +420,7 @@ export class Sandbox {
   destroy(): Promise<void> {
     this.destroyed = true;
     clearInterval(this.diskTimer);
-    this.removal ??= this.remove();
+    this.removal ??= this.remove().finally(sandboxClosed);
     return this.removal;
   }
 

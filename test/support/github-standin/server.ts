@@ -17,6 +17,7 @@ import { handleGit, isGitPath } from './git-http.ts';
 import { handleGraphql } from './graphql.ts';
 import { reviewHelpers, secondaryRateLimitRule } from './review-helpers.ts';
 import * as gitRepo from './git-repo.ts';
+import { handleOAuth } from './oauth.ts';
 import { RestApi } from './rest.ts';
 import type { ApiResponse, RateLimitSnapshot } from './rest.ts';
 import { DOCS_ROOT, GHES_VERSION, StandinState } from './state.ts';
@@ -235,6 +236,7 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     const receivedAt = Date.now();
     const url = new URL(req.url ?? '/', origin);
     try {
+      if (await handleOAuth(req, res, url, state, webhookSecret)) return; // OAuth web flow and user-token calls (oauth.ts)
       if (url.pathname === '/api/v3' || url.pathname.startsWith('/api/v3/') || url.pathname === '/api/graphql') {
         await onApi(req, res, url, receivedAt);
         return;
