@@ -177,6 +177,8 @@ export function parseNodeTest(text: string): TestStatusMap {
   }
   const stack: string[] = [];
   for (const line of lines) {
+    // The reporter repeats failures at the end without their suites: the first listing is enough.
+    if (/^✖ failing tests:/.test(line)) break;
     const m = /^(\s*)(✔|✖|﹣|▶)\s+(.*?)(?:\s+\([\d.]+m?s\))?(?:\s+#\s+(SKIP|TODO).*)?$/.exec(line);
     if (!m) continue;
     const depth = Math.floor(m[1]!.length / 2);
@@ -202,20 +204,32 @@ const unescapeXml = (s: string) => s.replace(/&(amp|lt|gt|quot|apos|#\d+|#x[0-9a
 export function parseJUnit(text: string): TestStatusMap {
   const map: TestStatusMap = new Map();
   if (!text.includes('<testcase')) return map;
-  const re = /<testcase\b([^>]*?)(\/>|>([\s\S]*?)<\/testcase>)/g;
+  const attrOf = (attrs: string, name: string) => {
+    const a = new RegExp(`\\b${name}="([^"]*)"`).exec(attrs);
+    return a ? unescapeXml(a[1]!) : undefined;
+  };
+  // Nested <testsuite>s are node's describe() blocks: their names prefix the case's, as in TAP.
+  const suites: string[] = [];
+  const re = /<testsuite\b([^>]*?)(\/?)>|<\/testsuite>|<testcase\b([^>]*?)(\/>|>([\s\S]*?)<\/testcase>)/g;
   for (const m of text.matchAll(re)) {
-    const attrs = m[1]!;
-    const attr = (name: string) => {
-      const a = new RegExp(`\\b${name}="([^"]*)"`).exec(attrs);
-      return a ? unescapeXml(a[1]!) : undefined;
-    };
-    const name = attr('name');
+    if (m[0].startsWith('</testsuite')) {
+      suites.pop();
+      continue;
+    }
+    if (m[0].startsWith('<testsuite')) {
+      if (m[2] !== '/') suites.push(attrOf(m[1]!, 'name') ?? '');
+      continue;
+    }
+    const attrs = m[3]!;
+    const name = attrOf(attrs, 'name');
     if (!name) continue;
-    const body = m[3] ?? '';
+    const body = m[5] ?? '';
     const status: TestStatus = /<(failure|error)\b/.test(body) ? 'failed' : /<skipped\b/.test(body) ? 'skipped' : 'passed';
-    const classname = attr('classname');
+    const classname = attrOf(attrs, 'classname');
     if (classname) record(map, `${classname}.${name}`, status);
     record(map, name, status);
+    const named = suites.filter(Boolean);
+    if (named.length > 0) record(map, [...named, name].join(' > '), status);
   }
   return map;
 }
