@@ -12,6 +12,8 @@ export interface AppHarness {
   gh: GitHubStandin;
   model: ModelServer;
   webhookUrl: string;
+  /** http://127.0.0.1:<PORT> of the app's web server (run pages, /metrics). */
+  baseUrl: string;
   prefix: string;
   dataDir: string;
   proc: ChildProcess;
@@ -122,6 +124,7 @@ export async function startApp(opts: StartAppOptions): Promise<AppHarness> {
     gh,
     model,
     webhookUrl,
+    baseUrl: `http://127.0.0.1:${port}`,
     prefix,
     dataDir,
     proc,
