@@ -75,7 +75,10 @@ export interface FeedbackExclusions {
   outdatedComments: number;
   /** Threads whose last word is Lilypad's reply: answered, waiting for the reviewer. */
   answeredThreads: number;
-  /** Conversation comments and review bodies from before `since`. */
+  /**
+   * Review bodies, and conversation comments edited since but created before `since` (comments not
+   * updated since are not fetched at all, so not counted).
+   */
   beforeSince: number;
 }
 
