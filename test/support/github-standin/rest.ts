@@ -749,7 +749,7 @@ export class RestApi {
       const sha = gitRepo.resolveCommit(ctx.repo.gitDir, p.ref ?? '');
       if (!sha) this.fail(req, 422, `No commit found for SHA: ${p.ref ?? ''}`);
       const branch = this.branchJson(ctx.repo, '', sha).commit as Record<string, unknown>;
-      return { status: 200, json: { ...branch, stats: undefined, files: [] } };
+      return { status: 200, json: { ...branch, files: [] } };
     });
   }
 
