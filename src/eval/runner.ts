@@ -133,7 +133,23 @@ export async function runEval(opts: EvalRunOptions): Promise<EvalRunOutcome> {
     return { summary, exitCode: interrupted ? 130 : opts.problems.length > 0 || errors > 0 ? 1 : 0 };
   } finally {
     // Every sandbox removes itself; this catches one whose removal was cut short (an engine restart).
-    await removeLabelled(opts.docker, LABEL_EVAL, meta.run_id).catch(() => 0);
+    await sweepContainers(opts.docker, meta.run_id);
+  }
+}
+
+/** Removes the run's containers; while the Docker engine does not answer (a restart), tries again for up to 30 s. */
+async function sweepContainers(docker: Docker, runId: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      await removeLabelled(docker, LABEL_EVAL, runId);
+      const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_EVAL}=${runId}`] } });
+      if (left.length === 0) return;
+    } catch {
+      /* the engine is not answering: wait for it */
+    }
+    if (Date.now() > deadline) return;
+    await new Promise((r) => setTimeout(r, 500));
   }
 }
 
