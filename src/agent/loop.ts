@@ -1,5 +1,5 @@
 import { agentFinished, toolCall } from '../observability/metrics.ts';
-import { CancelledError, SandboxError } from '../sandbox/errors.ts';
+import { CancelledError, SandboxError, SandboxLostError } from '../sandbox/errors.ts';
 import type { ToolResult } from '../sandbox/sandbox.ts';
 import { ModelError, type ModelClient, type RetryRecord } from './model-client.ts';
 import { SYSTEM_PROMPT, buildUserMessage } from './prompt.ts';
@@ -213,6 +213,8 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
       } catch (err) {
         input.trajectory.write(record);
         if (signal?.aborted || err instanceof CancelledError) return finish('cancelled');
+        // The engine lost the container: not the run's outcome but infrastructure; the job retries.
+        if (err instanceof SandboxLostError) throw err;
         const message = err instanceof SandboxError ? err.message : `tool execution failed: ${(err as Error).message}`;
         return finish('tool_error', message);
       }

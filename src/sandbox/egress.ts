@@ -568,7 +568,10 @@ export class EgressProxy {
 
   private constructor(
     private readonly docker: Docker,
-    readonly container: Docker.Container,
+    /** The current container; replaced when the engine stopped the last one (see ensureRunning). */
+    public container: Docker.Container,
+    /** Creates a new proxy container with the same policy. */
+    private readonly create: () => Promise<Docker.Container>,
     /** The names the proxy allows ('*' for any public name), for logs and status. */
     readonly allowed: '*' | readonly string[],
     /** What registry discovery could not turn into allowed names. */
@@ -588,8 +591,9 @@ export class EgressProxy {
     );
     const squid = renderSquidPolicy({ allow, refused, refusedClients: await networkSubnets(docker, outbound), dnsServers: opts.dnsServers });
     const hosts = opts.hostsFile === undefined ? '' : checkHostsFile(opts.hostsFile);
-    const container = await createProxyContainer(docker, opts, outbound, squid, hosts);
-    const proxy = new EgressProxy(docker, container, allow, notes);
+    const create = () => createProxyContainer(docker, opts, outbound, squid, hosts);
+    const container = await create();
+    const proxy = new EgressProxy(docker, container, create, allow, notes);
     try {
       await bounded('starting the egress proxy', container.start());
       await waitUntilListening(container);
@@ -637,13 +641,17 @@ export class EgressProxy {
     }
   }
 
-  /** A restart of the Docker engine stops the proxy with every other container: start it again. */
+  /**
+   * A restart of the Docker engine stops the proxy with every other container, still attached to
+   * setup networks that are gone by now: it cannot simply be started again. A new one takes its place.
+   */
   private async ensureRunning(): Promise<void> {
-    const info = await bounded('inspecting the egress proxy', this.container.inspect());
-    if (info.State.Running) return;
-    const since = Math.floor(Date.now() / 1000);
-    await bounded('restarting the egress proxy', this.container.start());
-    await waitUntilListening(this.container, since);
+    const info = await bounded('inspecting the egress proxy', this.container.inspect()).catch(() => undefined);
+    if (info?.State.Running) return;
+    await bounded('removing the stopped egress proxy', this.container.remove({ force: true, v: true })).catch(() => undefined);
+    this.container = await this.create();
+    await bounded('starting the egress proxy', this.container.start());
+    await waitUntilListening(this.container);
   }
 
   /** The same as openSetupNetwork: lets the proxy serve as the session's setup-network provider. */
@@ -722,12 +730,11 @@ async function createProxyContainer(docker: Docker, opts: EgressProxyOptions, ou
   }
 }
 
-/** Waits for Squid's ready line, in the log written since `since` (Unix seconds; 0: the whole log). */
-async function waitUntilListening(container: Docker.Container, since = 0): Promise<void> {
+async function waitUntilListening(container: Docker.Container): Promise<void> {
   const deadline = Date.now() + PROXY_READY_MS;
   for (;;) {
     const info = await bounded('inspecting the egress proxy', container.inspect());
-    const { stderr } = demux(await bounded('reading the egress proxy log', container.logs({ stdout: false, stderr: true, follow: false, since })));
+    const { stderr } = demux(await bounded('reading the egress proxy log', container.logs({ stdout: false, stderr: true, follow: false })));
     if (stderr.includes(READY_LINE)) return;
     if (!info.State.Running) {
       throw new SandboxError(`the egress proxy exited (code ${info.State.ExitCode}) before accepting connections: ${stderr.trim().split('\n').slice(-8).join(' | ')}`);

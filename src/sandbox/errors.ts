@@ -6,6 +6,14 @@ export class SandboxError extends Error {
   }
 }
 
+/**
+ * The engine stopped or removed the container under the run (a restart of the Docker engine, an
+ * operator's `docker rm`): infrastructure, not the agent's doing; the job is retried.
+ */
+export class SandboxLostError extends SandboxError {
+  override name = 'SandboxLostError';
+}
+
 /** The sandbox image cannot be used as it is (missing, no python3, runs as root): the user's to fix. */
 export class SandboxImageError extends SandboxError {
   override name = 'SandboxImageError';

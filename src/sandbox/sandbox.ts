@@ -5,7 +5,7 @@ import Docker from 'dockerode';
 import { sandboxClosed, sandboxOpened } from '../observability/metrics.ts';
 import { ToolboxChannel } from './channel.ts';
 
-import { CancelledError, SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError, reasonText } from './errors.ts';
+import { CancelledError, SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError, SandboxLostError, reasonText } from './errors.ts';
 import { SandboxDeadlineError, withDeadline } from './deadline.ts';
 import { createHardenedContainer, resolveAgentUser } from './container-spec.ts';
 import { execOnce } from './exec-once.ts';
@@ -245,7 +245,14 @@ export class Sandbox {
     try {
       return await withDeadline(op, CONTROL_DEADLINE_MS + this.marginMs, what);
     } catch (err) {
-      const reason = this.fatal ?? (err instanceof SandboxError ? err : new SandboxError(`${what} failed: ${(err as Error).message}`));
+      const lost = !this.fatal && !this.destroyed && !(await this.running());
+      const reason =
+        this.fatal ??
+        (lost
+          ? new SandboxLostError(`the sandbox container stopped or disappeared while ${what} (${(err as Error).message})`)
+          : err instanceof SandboxError
+            ? err
+            : new SandboxError(`${what} failed: ${(err as Error).message}`));
       await this.fail(reason);
       throw reason;
     }
@@ -351,7 +358,7 @@ export class Sandbox {
       }
       if (!(await this.running())) {
         // The engine lost the container (a restart, an OOM of the engine): infrastructure, retried.
-        const reason = new SandboxError(`the sandbox container stopped while running ${what} (${(err as Error).message})`);
+        const reason = new SandboxLostError(`the sandbox container stopped while running ${what} (${(err as Error).message})`);
         await this.fail(reason);
         throw reason;
       }

@@ -111,7 +111,7 @@ faultTest(
     const { downMs } = await restartEngine();
     const leftAfterRestart = await sandboxesOf(app.prefix);
     engineRestarted();
-    await waitFor(() => /Done|Failed/.test(status(n)), 'the job to finish', 300_000);
+    await waitFor(() => /Done|Failed/.test(status(n)), `the job to finish (status: ${status(n).slice(0, 300)})`, 300_000);
     const retried = gh.comments(OWNER, 'calc', n).some((c) => c.edits.some((h) => /Retrying after an infrastructure problem/.test(h)));
     // The stopped sandbox of the first attempt goes at the next sweep (every minute).
     await waitFor(async () => (await sandboxesOf(app.prefix)) === 0, 'no sandbox left', 150_000).catch(() => undefined);

@@ -39,6 +39,7 @@ const book: ScriptBook = {
     { content: 'Fixed add() and tidied up.' },
   ],
   'Flaky pull request API': fix(),
+  'Throttled publishing': fix(),
 };
 
 let gh: GitHubStandin;
@@ -164,3 +165,27 @@ faultTest('HTTP 502 on `POST /pulls`, more often than the client retries it', 't
   const prs = gh.pulls(OWNER, 'calc').filter((p) => p.head.ref.startsWith(`lilypad/issue-${n}`));
   return { observed: `${fault.hits} failed POST /pulls; ${prs.length} pull request(s) on ${prs.map((p) => p.head.ref).join(', ')}; status ${/Done/.test(status(n)) ? 'Done' : status(n).slice(0, 100)}`, pass: prs.length === 1 && prs[0]!.head.ref === `lilypad/issue-${n}` && /Done/.test(status(n)) };
 });
+
+faultTest(
+  "HTTP 502 on the first two git pushes, and GitHub's secondary rate limit on `POST /pulls` (403, then 429, each with retry-after)",
+  'the push is retried in place and the rate limits are waited out: exactly one pull request, from one agent run',
+  async () => {
+    const n = gh.createIssue(OWNER, 'calc', { title: 'Throttled publishing', body: 'add is wrong', author: 'alice' }).number;
+    const pulls = ({ method, path }: { method: string; path: string }) => method === 'POST' && /\/repos\/acme\/calc\/pulls$/.test(path);
+    const pushes = gh.failGitPushes({ times: 2, status: 502 });
+    const limited403 = gh.rateLimitApiRequests({ match: pulls, status: 403, times: 1, retryAfterSeconds: 1 });
+    const limited429 = gh.rateLimitApiRequests({ match: pulls, status: 429, times: 1, retryAfterSeconds: 1 });
+    try {
+      await app.send('issues', gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));
+      await statusSays(n, /Done|Failed/);
+    } finally {
+      for (const f of [pushes, limited403, limited429]) f.remove();
+    }
+    const prs = gh.pulls(OWNER, 'calc').filter((p) => p.head.ref.startsWith(`lilypad/issue-${n}`));
+    const runs = app.model.chatRequests().filter((b) => titleOf(b) === 'Throttled publishing').length / 2;
+    return {
+      observed: `${pushes.hits} push(es) answered 502, ${limited403.hits + limited429.hits} POST /pulls rate-limited; ${prs.length} pull request(s) on ${prs.map((p) => p.head.ref).join(', ')}; agent runs: ${runs}; status ${/Done/.test(status(n)) ? 'Done' : status(n).slice(0, 100)}`,
+      pass: pushes.hits === 2 && limited403.hits + limited429.hits === 2 && prs.length === 1 && prs[0]!.head.ref === `lilypad/issue-${n}` && runs === 1 && /Done/.test(status(n)),
+    };
+  },
+);
