@@ -137,6 +137,15 @@ export async function runEval(opts: EvalRunOptions): Promise<EvalRunOutcome> {
   }
 }
 
+async function waitForDocker(docker: Docker, signal: AbortSignal, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await docker.ping().then(() => true, () => false)) return true;
+    if (signal.aborted || Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
 /** Removes the run's containers; while the Docker engine does not answer (a restart), tries again for up to 30 s. */
 async function sweepContainers(docker: Docker, runId: string): Promise<void> {
   const deadline = Date.now() + 30_000;
@@ -197,7 +206,16 @@ function judgeSandbox(opts: EvalRunOptions, instance: EvalInstance): JudgeSandbo
 }
 
 /** One attempt: the agent (unless an earlier run finished it), then judging; never throws. */
-async function runItem(item: WorkItem, opts: EvalRunOptions, store: EvalStore, repos: RepoCache, labels: Record<string, string>, runId: string, progress: Progress): Promise<void> {
+async function runItem(
+  item: WorkItem,
+  opts: EvalRunOptions,
+  store: EvalStore,
+  repos: RepoCache,
+  labels: Record<string, string>,
+  runId: string,
+  progress: Progress,
+  retry = true,
+): Promise<void> {
   const { instance, endpoint, attempt } = item;
   const dir = store.attemptDir(endpoint.name, attempt, instance.instance_id);
   const key = `${endpoint.name}#${attempt + 1}/${instance.instance_id}`;
@@ -247,6 +265,12 @@ async function runItem(item: WorkItem, opts: EvalRunOptions, store: EvalStore, r
     await writeJson(path.join(dir, 'report.json'), { [instance.instance_id]: judged.report });
     await writeText(path.join(dir, 'test_output.txt'), judged.output);
     await writeJson(path.join(dir, 'attempt.json'), record);
+    // An engine restart would fail every remaining attempt in a second: wait for it to answer
+    // again, and run this attempt once more.
+    if (record.infra_error && !(await waitForDocker(opts.docker, opts.signal, 0))) {
+      progress.note(`${key}: the Docker engine does not answer; waiting up to 60 s for it`);
+      if (retry && (await waitForDocker(opts.docker, opts.signal, 60_000))) return runItem(item, opts, store, repos, labels, runId, progress, false);
+    }
     progress.finish(key, `${key}: ${describeOutcome(record, judged)}`, record.resolved);
   } catch (err) {
     if (opts.signal.aborted) return;
