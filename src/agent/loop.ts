@@ -1,7 +1,7 @@
 import { agentFinished, toolCall } from '../observability/metrics.ts';
 import { CancelledError, SandboxError, SandboxLostError } from '../sandbox/errors.ts';
 import type { ToolResult } from '../sandbox/sandbox.ts';
-import { ModelError, type ModelClient, type RetryRecord } from './model-client.ts';
+import { ModelError, type ChatModel, type RetryRecord } from './model-client.ts';
 import { SYSTEM_PROMPT, buildUserMessage } from './prompt.ts';
 import { interpretResponse, type StoredAssistantMessage, type ToolMessage } from './response.ts';
 import { LEAF_TOOLS } from './tools.ts';
@@ -33,7 +33,7 @@ export interface AgentRunInput {
   title: string;
   body: string;
   model: string;
-  client: ModelClient;
+  client: ChatModel;
   tools: ToolExecutor;
   budgets: AgentBudgets;
   trajectory: TrajectorySink;

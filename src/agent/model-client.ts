@@ -27,6 +27,18 @@ export type CompletionOutcome =
   | { kind: 'ok'; completion: ChatCompletion; attempts: number }
   | { kind: 'context_length'; message: string; attempts: number };
 
+/**
+ * What the agent loop needs from a model: one chat completion per turn. `ModelClient` is the HTTP
+ * implementation; tests drive the loop with a scripted one.
+ *
+ * Contract: resolve with the completion, or `context_length` when the server refused the prompt as
+ * too long; reject with `CancelledError` once `signal` fires, with `ModelError` when the endpoint
+ * failed for good; call `onRetry` for every attempt that is retried.
+ */
+export interface ChatModel {
+  complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void): Promise<CompletionOutcome>;
+}
+
 export interface ModelClientOptions {
   baseURL: string;
   apiKey?: string | undefined;
@@ -53,7 +65,7 @@ const CONTEXT_LENGTH_RE = /context length|maximum context length|reduce the leng
  * The chat-completions client. The SDK's own retries are off: a retry re-runs a whole GPU
  * generation, so Lilypad decides when to retry and records every retry in the trajectory.
  */
-export class ModelClient {
+export class ModelClient implements ChatModel {
   private readonly sdk: OpenAI;
   private lastErrorBody = '';
   private readonly retryBaseMs: number;
