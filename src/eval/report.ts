@@ -115,7 +115,7 @@ export function renderMarkdown(s: RunSummary, svgFile: string): string {
     '',
   );
   out.push(
-    '| endpoint | model | done | resolve rate (Avg@k) | pass@k | selected | mean prompt tokens | mean completion tokens | wall time | GPU time / cost | cost per resolved issue |',
+    '| endpoint | model | done | resolve rate (Avg@k) | pass@k | selected | mean prompt tokens | mean completion tokens | wall time (sum of attempts) | GPU time / cost | cost per resolved issue |',
     '|---|---|---|---|---|---|---|---|---|---|---|',
   );
   for (const m of s.endpoints) {
@@ -217,7 +217,7 @@ export function renderHtml(s: RunSummary, svg: string): string {
 </head><body>
 <h1>lilypad eval: ${esc(s.run_id)}</h1>
 <p>${s.complete ? 'Complete' : s.interrupted ? '<strong>Interrupted: partial results</strong>' : '<strong>Incomplete</strong>'}. Instances: <code>${esc(s.instances_file)}</code>; ${s.attempts} attempt(s) per instance and endpoint${s.select ? ', best-of-k selection' : ''}; ${s.workers} worker(s); ${esc(s.started_at)} – ${esc(s.finished_at)}.</p>
-<table><tr><th>endpoint</th><th>model</th><th>done</th><th>resolve rate (Avg@k)</th><th>pass@k</th><th>selected</th><th>mean prompt tokens</th><th>mean completion tokens</th><th>wall time</th><th>GPU time / cost</th><th>cost per resolved issue</th></tr>
+<table><tr><th>endpoint</th><th>model</th><th>done</th><th>resolve rate (Avg@k)</th><th>pass@k</th><th>selected</th><th>mean prompt tokens</th><th>mean completion tokens</th><th>wall time (sum of attempts)</th><th>GPU time / cost</th><th>cost per resolved issue</th></tr>
 ${rows}
 </table>
 ${svg}

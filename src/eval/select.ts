@@ -137,7 +137,7 @@ export function selectAttempt(candidates: readonly Candidate[]): Selection {
   let decidedBy: SelectionStep;
   if (withPatch.length === 1) decidedBy = 'only_candidate';
   else if (passing.length === 1) decidedBy = 'tests';
-  else if (clusters.length > 1 && best.length > clusters[1]!.length) decidedBy = 'agreement';
+  else if (best.length > 1 && (clusters.length === 1 || best.length > clusters[1]!.length)) decidedBy = 'agreement';
   else decidedBy = 'smallest_diff';
   const why: Record<SelectionStep, string> = {
     only_candidate: 'the only attempt with a patch',

@@ -64,6 +64,16 @@ describe('best-of-k selection', () => {
     assert.equal(selectAttempt([{ index: 3, patch: fixA, testsPassed: null }]).decidedBy, 'only_candidate');
   });
 
+  test('unanimous attempts: agreement decides', () => {
+    const sel = selectAttempt([
+      { index: 0, patch: fixA2, testsPassed: true },
+      { index: 1, patch: fixA, testsPassed: true },
+    ]);
+    assert.equal(sel.winner, 1);
+    assert.equal(sel.decidedBy, 'agreement');
+    assert.match(sel.summary, /attempt 2 of 2: 2 of 2 passing attempts made the same change/);
+  });
+
   test('when no attempt passed its tests, all attempts with a patch compete', () => {
     const sel = selectAttempt([
       { index: 0, patch: fixB, testsPassed: false },
