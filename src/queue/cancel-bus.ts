@@ -1,9 +1,39 @@
 import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import type { Logger } from '../observability/logger.ts';
 
-export interface CancelRequest {
-  jobId: string;
-  by?: string | undefined;
-  why: string;
+/** A request to stop a job, as published on the channel and stored under the job's flag key. */
+export const cancelRequestSchema = z.object({
+  jobId: z.string().min(1),
+  by: z.string().optional(),
+  why: z.string(),
+});
+export type CancelRequest = z.infer<typeof cancelRequestSchema>;
+
+type Warn = Pick<Logger, 'warn'>;
+
+/**
+ * Where invalid messages are reported when the caller gave no logger: a process warning, so a bad
+ * message is never dropped without a trace.
+ */
+const processWarnings: Warn = {
+  warn: ((obj: object, msg: string) => process.emitWarning(`${msg}: ${JSON.stringify(obj)}`, 'LilypadCancelBus')) as Warn['warn'],
+};
+
+/**
+ * Reads one cancel request from its Redis text. Not JSON, or not the shape above: `null` and the
+ * reason, for the caller to log; a message that cannot be read is ignored, never thrown.
+ */
+export function parseCancelRequest(raw: string): { ok: true; request: CancelRequest } | { ok: false; reason: string } {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch (err) {
+    return { ok: false, reason: `not JSON (${(err as Error).message})` };
+  }
+  const parsed = cancelRequestSchema.safeParse(json);
+  if (!parsed.success) return { ok: false, reason: z.prettifyError(parsed.error).replace(/\n/g, '; ') };
+  return { ok: true, request: parsed.data };
 }
 
 /**
@@ -13,10 +43,13 @@ export interface CancelRequest {
  */
 export class CancelBus {
   private subscriber: Redis | undefined;
+  /** The unreadable flag last reported per job: the worker polls the flag every few seconds. */
+  private readonly reportedFlags = new Map<string, string>();
 
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
+    private readonly logger: Warn = processWarnings,
   ) {}
 
   private channel(): string {
@@ -28,26 +61,44 @@ export class CancelBus {
   }
 
   async request(req: CancelRequest): Promise<void> {
-    await this.redis.set(this.flagKey(req.jobId), JSON.stringify(req), 'EX', 24 * 60 * 60);
-    await this.redis.publish(this.channel(), JSON.stringify(req));
+    const text = JSON.stringify(cancelRequestSchema.parse(req));
+    await this.redis.set(this.flagKey(req.jobId), text, 'EX', 24 * 60 * 60);
+    await this.redis.publish(this.channel(), text);
   }
 
+  /** The stored request for the job; `null` when there is none or it cannot be read (logged). */
   async pending(jobId: string): Promise<CancelRequest | null> {
-    const raw = await this.redis.get(this.flagKey(jobId));
-    return raw ? (JSON.parse(raw) as CancelRequest) : null;
+    const key = this.flagKey(jobId);
+    const raw = await this.redis.get(key);
+    if (raw === null) return null;
+    const parsed = parseCancelRequest(raw);
+    if (parsed.ok && parsed.request.jobId === jobId) return parsed.request;
+    if (this.reportedFlags.get(jobId) !== raw) {
+      this.reportedFlags.set(jobId, raw);
+      const reason = parsed.ok ? `it names job ${parsed.request.jobId}` : parsed.reason;
+      this.logger.warn({ key, reason, message: raw.slice(0, 200) }, 'ignored an unreadable cancel flag');
+    }
+    return null;
   }
 
   async clear(jobId: string): Promise<void> {
+    this.reportedFlags.delete(jobId);
     await this.redis.del(this.flagKey(jobId));
   }
 
   async subscribe(onCancel: (req: CancelRequest) => void): Promise<void> {
     this.subscriber = this.redis.duplicate();
-    this.subscriber.on('message', (_channel: string, message: string) => {
+    this.subscriber.on('message', (channel: string, message: string) => {
+      const parsed = parseCancelRequest(message);
+      if (!parsed.ok) {
+        this.logger.warn({ channel, reason: parsed.reason, message: message.slice(0, 200) }, 'ignored an unreadable cancel message');
+        return;
+      }
       try {
-        onCancel(JSON.parse(message) as CancelRequest);
-      } catch {
-        /* ignore malformed messages */
+        onCancel(parsed.request);
+      } catch (err) {
+        // A throw here would surface inside ioredis's reply parser; the next message must still arrive.
+        this.logger.warn({ channel, job: parsed.request.jobId, err: (err as Error).message }, 'the cancel handler failed');
       }
     });
     await this.subscriber.subscribe(this.channel());
