@@ -25,6 +25,9 @@ export const repoConfigSchema = z
     reviewers: z.array(z.string().trim().min(1).max(39)).max(15).optional(),
     exclude_paths: z.array(z.string().trim().min(1)).max(100).default([]),
     allow_bots: z.array(z.string().trim().min(1)).max(50).default([]),
+    // What starts a follow-up run on Lilypad's pull request besides `/lilypad <instructions>`:
+    // changes_requested: also a submitted "changes requested" review; command: only the command.
+    review_trigger: z.enum(['changes_requested', 'command']).default('changes_requested'),
   })
   .strict();
 

@@ -14,3 +14,8 @@ export function statusOf(err: unknown): number | undefined {
   const s = (err as { status?: unknown }).status;
   return typeof s === 'number' ? s : undefined;
 }
+
+/** Where GraphQL lives for this client: `/graphql` on github.com, `/api/graphql` (not `/api/v3/graphql`) on Enterprise Server, as Octokit's own graphql() has it. */
+export function graphqlBaseUrl(client: GitHubClient): string {
+  return String(client.request.endpoint.DEFAULTS.baseUrl).replace(/\/api\/v3\/?$/, '/api');
+}

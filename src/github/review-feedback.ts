@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Logger } from '../observability/logger.ts';
-import { statusOf, type GitHubClient } from './client.ts';
+import { statusOf, type GitHubClient, graphqlBaseUrl } from './client.ts';
 import { hasWriteAccess } from './permissions.ts';
 
 /**
@@ -285,9 +285,7 @@ export function parseRestReviewComment(raw: unknown): RestReviewComment {
 class GraphqlUnavailable extends Error {}
 
 async function graphqlThreads(client: GitHubClient, opts: FetchReviewFeedbackOptions): Promise<RawThread[]> {
-  // Octokit's own graphql() does the same: on Enterprise Server the endpoint is /api/graphql, not /api/v3/graphql.
-  const restBase = String(client.request.endpoint.DEFAULTS.baseUrl);
-  const baseUrl = restBase.replace(/\/api\/v3\/?$/, '/api');
+  const baseUrl = graphqlBaseUrl(client);
   const threads: RawThread[] = [];
   let after: string | null = null;
   for (let page = 0; page < 100; page++) {

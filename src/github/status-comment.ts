@@ -9,11 +9,15 @@ export type StatusState =
   | { state: 'running'; step: number; phase?: string }
   | { state: 'testing'; which: 'before' | 'after' }
   | { state: 'done'; prUrl: string; prNumber: number; incomplete: boolean; updated: boolean; exitReason: string; draft?: boolean; note?: string }
+  /** A follow-up run pushed a new commit onto the pull request. */
+  | { state: 'revised'; sha: string; commitUrl: string; incomplete: boolean; exitReason: string; threads: number; note?: string }
   | { state: 'no_change'; why: string }
   | { state: 'failed'; what: string; todo: string }
   | { state: 'cancelled'; by?: string | undefined; why?: string | undefined };
 
 export const STATUS_MARKER = '<!-- lilypad:status -->';
+/** Each follow-up run on a pull request has its own status reply, in the pull request's conversation. */
+export const FOLLOWUP_MARKER = '<!-- lilypad:followup -->';
 
 /** Why a run stopped before the agent said it was done, in words. */
 export function whyUnfinished(exitReason: string): string {
@@ -22,7 +26,7 @@ export function whyUnfinished(exitReason: string): string {
   return `the budget ran out (\`${exitReason}\`)`;
 }
 
-export function renderStatus(s: StatusState, triggeredBy?: string): string {
+export function renderStatus(s: StatusState, triggeredBy?: string, slot?: string): string {
   const who = triggeredBy ? ` (requested by @${triggeredBy})` : '';
   let text: string;
   switch (s.state) {
@@ -43,6 +47,12 @@ export function renderStatus(s: StatusState, triggeredBy?: string): string {
       if (s.note) text += ` ${s.note}`;
       break;
     }
+    case 'revised':
+      text = s.incomplete
+        ? `⚠️ **Done, incomplete**${who}: ${whyUnfinished(s.exitReason)} before the agent finished; pushed the partial change as [\`${s.sha.slice(0, 7)}\`](${s.commitUrl}). It needs more work.`
+        : `✅ **Done**${who}: pushed [\`${s.sha.slice(0, 7)}\`](${s.commitUrl}) to this pull request${s.threads > 0 ? `, and replied in ${s.threads} review thread(s)` : ''}.`;
+      if (s.note) text += ` ${s.note}`;
+      break;
     case 'no_change':
       text = `➖ **No change**${who}: ${s.why}`;
       break;
@@ -53,6 +63,7 @@ export function renderStatus(s: StatusState, triggeredBy?: string): string {
       text = `🚫 **Cancelled**${s.by ? ` by @${s.by}` : ''}${s.why ? `: ${s.why}` : '.'}`;
       break;
   }
+  if (slot) return `${FOLLOWUP_MARKER}\n**Lilypad** · ${text}\n\n<sub>Comment \`/lilypad <instructions>\` or request changes to revise again; \`/lilypad cancel\` stops a run.</sub>`;
   return `${STATUS_MARKER}\n**Lilypad** · ${text}\n\n<sub>Label the issue or comment \`/lilypad\` to run again; remove the label or comment \`/lilypad cancel\` to stop.</sub>`;
 }
 
@@ -70,18 +81,23 @@ export class StatusComments {
     private readonly botLogin: () => Promise<string> = async () => '',
   ) {}
 
-  private key(ref: IssueRef): string {
-    return `${this.prefix}:status:${ref.owner}/${ref.repo}#${ref.issueNumber}`.toLowerCase();
+  private key(ref: IssueRef, slot?: string): string {
+    return `${this.prefix}:status:${ref.owner}/${ref.repo}#${ref.issueNumber}${slot ? `:${slot}` : ''}`.toLowerCase();
   }
 
-  async set(client: GitHubClient, ref: IssueRef, state: StatusState, triggeredBy?: string): Promise<void> {
-    const body = this.scanner.redact(renderStatus(state, triggeredBy));
-    await withRedisLock(this.redis, `${this.key(ref)}:lock`, { ttlMs: 15_000, waitMs: 5_000 }, async () => {
-      let id = Number(await this.redis.get(this.key(ref))) || (await this.find(client, ref));
+  /**
+   * Writes the status. Without `slot`: the issue's one status comment. With one: that follow-up
+   * run's status reply on the pull request (`ref` is the pull request), created on first use.
+   */
+  async set(client: GitHubClient, ref: IssueRef, state: StatusState, triggeredBy?: string, slot?: string): Promise<void> {
+    const body = this.scanner.redact(renderStatus(state, triggeredBy, slot));
+    const key = this.key(ref, slot);
+    await withRedisLock(this.redis, `${key}:lock`, { ttlMs: 15_000, waitMs: 5_000 }, async () => {
+      let id = Number(await this.redis.get(key)) || (slot ? 0 : await this.find(client, ref));
       if (id) {
         try {
           await client.request('PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}', { owner: ref.owner, repo: ref.repo, comment_id: id, body });
-          await this.redis.set(this.key(ref), String(id), 'EX', 60 * 60 * 24 * 90);
+          await this.redis.set(key, String(id), 'EX', 60 * 60 * 24 * 90);
           return;
         } catch (err) {
           if (statusOf(err) !== 404) throw err; // deleted by a human: make a new one
@@ -94,7 +110,7 @@ export class StatusComments {
         issue_number: ref.issueNumber,
         body,
       });
-      await this.redis.set(this.key(ref), String(res.data.id), 'EX', 60 * 60 * 24 * 90);
+      await this.redis.set(key, String(res.data.id), 'EX', 60 * 60 * 24 * 90);
     });
   }
 

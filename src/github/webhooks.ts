@@ -7,6 +7,11 @@ import { eventJobId, type EventJob } from '../queue/jobs.ts';
  * reduced to an event job keyed by X-GitHub-Delivery, so a redelivery is a no-op. Nothing slow
  * happens here: GitHub gives up on a webhook after 10 s, and this answers in milliseconds.
  */
+/** A comment that speaks to Lilypad starts with `/lilypad` (then a word or instructions). */
+const COMMAND = /^\s*\/lilypad\b/i;
+/** The instructions given with `/lilypad` are kept up to this length in the event. */
+const MAX_COMMAND_CHARS = 4000;
+
 export function lilypadApp(events: Queue<EventJob>): ApplicationFunction {
   return (app) => {
     const enqueue = async (context: Context, data: Omit<EventJob, 'deliveryId' | 'receivedAt' | 'installationId' | 'repoId' | 'owner' | 'repo' | 'sender'>) => {
@@ -45,20 +50,42 @@ export function lilypadApp(events: Queue<EventJob>): ApplicationFunction {
     });
     app.on('issue_comment.created', async (context) => {
       const { issue, comment } = context.payload;
-      if (!/^\s*\/lilypad\b/i.test(comment.body)) return;
-      if (issue.pull_request) {
-        // On a pull request, only `/lilypad ci` is understood here: it releases held CI.
-        if (/^\s*\/lilypad\s+ci\s*$/i.test(comment.body)) await enqueue(context, { kind: 'ci', issueNumber: issue.number, commentId: comment.id });
-        return;
-      }
+      if (!COMMAND.test(comment.body)) return;
+      const kind = issue.pull_request ? 'pr_comment' : 'comment';
       await enqueue(context, {
-        kind: 'comment',
+        kind,
         issueNumber: issue.number,
         commentId: comment.id,
-        commentBody: comment.body.slice(0, 500),
-        issueTitle: issue.title,
-        issueBody: issue.body ?? '',
+        commentBody: comment.body.slice(0, MAX_COMMAND_CHARS),
+        ...(kind === 'comment' ? { issueTitle: issue.title, issueBody: issue.body ?? '' } : {}),
       });
+    });
+    // On Lilypad's own pull requests: reviews and line comments may ask for a follow-up run.
+    app.on('pull_request_review.submitted', async (context) => {
+      const { review, pull_request: pr } = context.payload;
+      const state = String(review.state).toLowerCase();
+      if (state !== 'changes_requested' && !COMMAND.test(review.body ?? '')) return;
+      await enqueue(context, {
+        kind: 'review',
+        issueNumber: pr.number,
+        reviewId: review.id,
+        reviewNodeId: review.node_id,
+        reviewState: state,
+        commentBody: (review.body ?? '').slice(0, MAX_COMMAND_CHARS),
+      });
+    });
+    app.on('pull_request_review_comment.created', async (context) => {
+      const { comment, pull_request: pr } = context.payload;
+      if (!COMMAND.test(comment.body)) return;
+      await enqueue(context, { kind: 'review_comment', issueNumber: pr.number, commentId: comment.id, commentBody: comment.body.slice(0, MAX_COMMAND_CHARS) });
+    });
+    app.on('pull_request.closed', async (context) => {
+      await enqueue(context, { kind: 'pr_closed', issueNumber: context.payload.pull_request.number });
+    });
+    app.on('pull_request.unlabeled', async (context) => {
+      const { pull_request: pr, label } = context.payload;
+      if (!label) return;
+      await enqueue(context, { kind: 'pr_unlabeled', issueNumber: pr.number, label: label.name });
     });
     // Who edits an issue while its job waits or runs decides whether the pinned text still holds.
     app.on('issues.edited', async (context) => {

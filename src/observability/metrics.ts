@@ -154,7 +154,7 @@ async function refreshQueueGauges(): Promise<void> {
 
 // ---------------------------------------------------------------- recording
 
-export type JobKind = 'run' | 'event';
+export type JobKind = 'run' | 'followup' | 'event';
 
 /** A job reached its outcome (run: pull_request, no_change, stale, cancelled, failed, retried, handed_back). */
 export function jobFinished(kind: JobKind, outcome: string, seconds: number): void {

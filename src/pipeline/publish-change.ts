@@ -90,6 +90,8 @@ export const publishedSchema = z.object({
   number: z.number().int(),
   url: z.string(),
   branch: z.string(),
+  /** The commit published (older records may lack it). */
+  sha: z.string().optional(),
   updated: z.boolean(),
   incomplete: z.boolean(),
   exitReason: z.string(),
@@ -116,6 +118,15 @@ export async function readPublished(redis: Redis, prefix: string, jobId: string,
 
 export async function recordPublished(redis: Redis, prefix: string, jobId: string, published: Published): Promise<void> {
   await redis.set(publishedKey(prefix, jobId), JSON.stringify(published), 'EX', PUBLISHED_TTL_S);
+}
+
+/**
+ * After review, the branch is no longer Lilypad's alone: a follow-up's commit sits on top of what
+ * reviewers may have pushed, so a later re-run of the issue must not take the branch over (it uses
+ * the next free name instead).
+ */
+export async function forgetPush(redis: Redis, prefix: string, repoId: number, branch: string): Promise<void> {
+  await redis.del(`${prefix}:pushed:${repoId}:${branch}`);
 }
 
 async function readRecord(redis: Redis, key: string): Promise<PushRecord> {

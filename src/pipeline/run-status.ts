@@ -21,8 +21,11 @@ export class RunStatus {
       freshClient: () => Promise<GitHubClient>;
       /** Called once, before the final state is written (the job is over for its users from here). */
       onFinal?: () => Promise<void>;
+      /** The issue, or for a follow-up the pull request. */
       ref: IssueRef;
       triggeredBy: string;
+      /** A follow-up run's status reply (see StatusComments.set); absent: the issue's status comment. */
+      slot?: string;
       log: Logger;
     },
   ) {}
@@ -57,10 +60,10 @@ export class RunStatus {
       .then(async () => {
         if (!isFinal && this.finalState) return;
         try {
-          await this.deps.comments.set(await this.deps.client(), this.deps.ref, state, this.deps.triggeredBy);
+          await this.deps.comments.set(await this.deps.client(), this.deps.ref, state, this.deps.triggeredBy, this.deps.slot);
         } catch (err) {
           if (statusOf(err) !== 401) throw err;
-          await this.deps.comments.set(await this.deps.freshClient(), this.deps.ref, state, this.deps.triggeredBy);
+          await this.deps.comments.set(await this.deps.freshClient(), this.deps.ref, state, this.deps.triggeredBy, this.deps.slot);
         }
       })
       .catch((err: unknown) => this.deps.log.warn({ err: (err as Error).message, state: state.state }, 'status update failed'));

@@ -10,6 +10,8 @@ import { LABEL_RUN } from '../sandbox/sandbox.ts';
 const TTL_MS = 45_000;
 const EVERY_MS = 15_000;
 export const LABEL_INSTANCE = 'dev.lilypad.instance';
+/** The queue job a sandbox or setup network belongs to. */
+export const LABEL_JOB = 'dev.lilypad.job';
 /** The queue prefix an instance served: sweeps never touch another installation's containers. */
 export const LABEL_PREFIX = 'dev.lilypad.prefix';
 
@@ -77,15 +79,15 @@ export async function sweepDeadInstances(docker: Docker, redis: Redis, prefix: s
 }
 
 /**
- * Removes this live instance's own leftovers: sandboxes and setup networks of runs it is no longer
+ * Removes this live instance's own leftovers: sandboxes and setup networks of jobs it is no longer
  * running. A run's own cleanup can fail (the Docker engine restarted under it and was not back in
  * time); the next sweep finishes the job.
  */
-export async function sweepOwnLeftovers(docker: Docker, self: string, liveRuns: ReadonlySet<string>): Promise<{ containers: number; networks: number }> {
+export async function sweepOwnLeftovers(docker: Docker, self: string, liveJobs: ReadonlySet<string>): Promise<{ containers: number; networks: number }> {
   const mine = `${LABEL_INSTANCE}=${self}`;
   const stale = (labels: Record<string, string> | undefined) => {
-    const run = labels?.[LABEL_RUN];
-    return run !== undefined && !liveRuns.has(run);
+    const job = labels?.[LABEL_JOB];
+    return labels?.[LABEL_RUN] !== undefined && job !== undefined && !liveJobs.has(job);
   };
   let containers = 0;
   for (const c of await docker.listContainers({ all: true, filters: { label: [mine, LABEL_RUN] } })) {

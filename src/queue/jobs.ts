@@ -19,10 +19,19 @@ const issueRef = {
 export const eventJobSchema = z.object({
   ...issueRef,
   deliveryId: z.string().min(1),
-  kind: z.enum(['labeled', 'unlabeled', 'closed', 'comment', 'edited', 'ci']),
+  /**
+   * labeled, unlabeled, closed, comment, edited: on an issue. On a pull request (issueNumber is the
+   * pull request's number): pr_comment (a `/lilypad …` comment in its conversation), review (a
+   * submitted review), review_comment (a `/lilypad …` comment on a line), pr_closed, pr_unlabeled.
+   */
+  kind: z.enum(['labeled', 'unlabeled', 'closed', 'comment', 'edited', 'pr_comment', 'review', 'review_comment', 'pr_closed', 'pr_unlabeled']),
   label: z.string().optional(),
   commentId: z.number().int().optional(),
   commentBody: z.string().optional(),
+  /** review: its id, GraphQL node id (for the reaction) and state (`changes_requested`, `commented`, …). */
+  reviewId: z.number().int().optional(),
+  reviewNodeId: z.string().optional(),
+  reviewState: z.string().optional(),
   /** The issue's text as the webhook carried it: what the person who triggered the job saw. */
   issueTitle: z.string().optional(),
   issueBody: z.string().nullable().optional(),
@@ -52,8 +61,16 @@ export type IssueEdit = z.infer<typeof issueEditSchema>;
 /** The work on one issue. One job per issue at a time (deterministic id). */
 export const runJobSchema = z.object({
   ...issueRef,
+  /**
+   * issue: a labelled issue becomes a pull request. followup: Lilypad revises its own pull request
+   * (`pullNumber`) after review; its requests wait in Redis (see pipeline/followups.ts).
+   */
+  kind: z.enum(['issue', 'followup']).default('issue'),
+  pullNumber: z.number().int().positive().optional(),
+  /** followup: the status reply this run edits (one per follow-up run). */
+  statusSlot: z.string().optional(),
   triggeredBy: z.string().min(1),
-  trigger: z.enum(['label', 'comment']),
+  trigger: z.enum(['label', 'comment', 'review', 'review_comment']),
   label: z.string(),
   deliveryId: z.string(),
   queuedAt: z.string(),
@@ -64,10 +81,13 @@ export const runJobSchema = z.object({
   pinned: pinnedTextSchema.optional(),
 });
 export type RunJob = z.infer<typeof runJobSchema>;
+export type RunJobInput = z.input<typeof runJobSchema>;
 
 export const eventJobId = (deliveryId: string): string => `evt-${deliveryId.replace(/:/g, '_')}`;
 /** Numeric repository id: stable across renames and free of separators. */
 export const runJobId = (repoId: number, issueNumber: number): string => `run-${repoId}-${issueNumber}`;
+/** One follow-up run on a pull request; `seq` counts that pull request's follow-ups. */
+export const followupJobId = (repoId: number, pullNumber: number, seq: number): string => `fu-${repoId}-${pullNumber}-${seq}`;
 
 export const issueKey = (j: { owner: string; repo: string; issueNumber: number }): string => `${j.owner}/${j.repo}#${j.issueNumber}`;
 

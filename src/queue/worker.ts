@@ -6,23 +6,23 @@ import type Docker from 'dockerode';
 import type { Env } from '../config/env.ts';
 import type { GitHubApp } from '../github/app-auth.ts';
 import type { GitHubClient } from '../github/client.ts';
-import { RepoTokens } from '../github/repo-tokens.ts';
 import { StatusComments } from '../github/status-comment.ts';
 import { reconcileMissedTriggers } from '../github/reconcile.ts';
-import { handleEvent } from '../github/triggers.ts';
 import type { Logger } from '../observability/logger.ts';
+import { jobFinished } from '../observability/metrics.ts';
+import { runStoreFromEnv } from '../observability/run-store.ts';
 import { SecretScanner } from '../observability/secrets.ts';
-import { classifyFailure } from '../pipeline/failures.ts';
-import { runIssueJob, type RunJobOutcome } from '../pipeline/run-job.ts';
-import { RunStatus } from '../pipeline/run-status.ts';
+import type { RunJobOutcome } from '../pipeline/job-context.ts';
+import { FinalFailure, HandBack, JOB_DEADLINE, LOST_LOCK, LostClaim, runQueuedJob, SHUTDOWN } from '../pipeline/job-runner.ts';
 import type { SetupNetworkProvider } from '../pipeline/sandbox-session.ts';
+import { handleEvent } from '../pipeline/triggers.ts';
 import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
 import { CancelBus, type CancelRequest } from './cancel-bus.ts';
-import { finishingKey } from './jobs.ts';
-import { LABEL_INSTANCE, LABEL_PREFIX, startHeartbeat, sweepDeadInstances, sweepOwnLeftovers } from './heartbeat.ts';
+import { LABEL_INSTANCE, LABEL_JOB, LABEL_PREFIX, startHeartbeat, sweepDeadInstances, sweepOwnLeftovers } from './heartbeat.ts';
 import { EgressProxy, parseEgressPolicy, parsePrivateAllow } from '../sandbox/egress.ts';
 import { EVENTS_QUEUE, RUNS_QUEUE, eventJobSchema, runJobSchema, type EventJob, type RunJob } from './jobs.ts';
 import { createRedis } from './redis.ts';
+import { bullRunQueue } from './run-queue.ts';
 
 export interface WorkerOptions {
   env: Env;
@@ -41,11 +41,8 @@ export interface WorkerRuntime {
   close(): Promise<void>;
 }
 
-const SHUTDOWN = 'shutdown';
 const RECONCILE = 'reconcile';
-const LOST_LOCK = 'lost-lock';
-const JOB_DEADLINE = 'job-deadline';
-export const LABEL_JOB = 'dev.lilypad.job';
+export { LABEL_JOB };
 export { LABEL_INSTANCE };
 
 /**
@@ -61,6 +58,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const status = new StatusComments(redis, prefix, new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, opts.github.opts.privateKey]), () => opts.github.botLogin());
   const cancelBus = new CancelBus(redis, prefix);
   const runsQueue = new Queue<RunJob>(RUNS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
+  const runQueue = bullRunQueue(runsQueue, env);
+  const runStore = runStoreFromEnv(redis, env);
   const eventsQueue = new Queue<EventJob>(EVENTS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
 
   // Containers of this machine whose job is no longer running (a crash, a kill -9) go first.
@@ -74,7 +73,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   await mkdir(path.join(tmpRoot, instance), { recursive: true });
   // Workspaces are made with mkdtemp(os.tmpdir()): keep them where the sweep can find them.
   process.env['TMPDIR'] = path.join(tmpRoot, instance);
-  /** The runs this instance is running now: its other sandboxes are leftovers. */
+  /** The jobs this instance is running now: sandboxes and networks of its other jobs are leftovers. */
   const liveRuns = new Set<string>();
   let sweeping = false;
   const sweep = async () => {
@@ -108,9 +107,16 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
         return `reconciled: ${summary.enqueued} missed trigger(s) among ${summary.checked} labelled issue(s)`;
       }
       const evt = eventJobSchema.parse(job.data);
-      const outcome = await handleEvent(evt, { env, github: opts.github, runs: runsQueue, redis, status, cancelBus, logger });
-      logger.info({ delivery: evt.deliveryId, kind: evt.kind, issue: `${evt.owner}/${evt.repo}#${evt.issueNumber}`, outcome }, 'event handled');
-      return outcome;
+      const started = Date.now();
+      try {
+        const outcome = await handleEvent(evt, { env, github: opts.github, runs: runQueue, redis, status, cancelBus, logger });
+        logger.info({ delivery: evt.deliveryId, kind: evt.kind, issue: `${evt.owner}/${evt.repo}#${evt.issueNumber}`, outcome }, 'event handled');
+        jobFinished('event', 'handled', (Date.now() - started) / 1000);
+        return outcome;
+      } catch (err) {
+        jobFinished('event', 'failed', (Date.now() - started) / 1000);
+        throw err;
+      }
     },
     { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix, concurrency: 8 },
   );
@@ -131,101 +137,61 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   );
 
   const revocations = new Set<Promise<void>>();
+  /** Marks a job's sandboxes and setup networks (labelled with its id) as live for the own-leftovers sweep. */
+  const liveRun = (jobId: string) => {
+    liveRuns.add(jobId);
+    return jobId;
+  };
 
+  /** A BullMQ job, handed to the pipeline's job runner; its verdicts become BullMQ's. */
   async function processRun(job: Job<RunJob, RunJobOutcome>, token: string | undefined, signal: AbortSignal): Promise<RunJobOutcome> {
     const data = runJobSchema.parse(job.data);
-    const log = logger.child({ job: job.id, attempt: job.attemptsMade + 1 });
-    // The one writer of this run's status comment: every final state goes through it, in order.
-    // Tokens for this one repository, minted afresh whenever the one in hand is close to expiring.
-    const tokens = new RepoTokens(opts.github, data.installationId, data.repo);
-    const runStatus = new RunStatus({
-      comments: status,
-      client: async () => (await opts.github.installation(data.installationId)) as unknown as GitHubClient,
-      freshClient: () => tokens.rest(),
-      // A trigger that arrives between this final status and BullMQ marking the job completed is a
-      // re-run, not a duplicate: the trigger logic waits for the job to finish when it sees this.
-      onFinal: async () => void (await redis.set(finishingKey(prefix, job.id!), '1', 'EX', 600)),
-      ref: { owner: data.owner, repo: data.repo, issueNumber: data.issueNumber },
-      triggeredBy: data.triggeredBy,
-      log,
-    });
-
-    const early = await cancelBus.pending(job.id!);
-    if (early) {
-      await runStatus.finish({ state: 'cancelled', by: early.by, why: early.why });
-      await cancelBus.clear(job.id!);
-      return { result: 'cancelled' };
-    }
-    const runId = `${job.id}-${Date.now().toString(36)}`;
-    liveRuns.add(runId);
-    // The whole job has a deadline: the agent's budget is cut to fit it, and past it the job stops.
-    const deadlineAt = Date.now() + env.LILYPAD_JOB_MAX_MINUTES * 60_000;
-    const deadline = setTimeout(() => runs.cancelJob(job.id!, JOB_DEADLINE), deadlineAt - Date.now());
-    // Pub/sub can miss a message (a reconnect); the stored flag is checked every few seconds too.
-    const poll = setInterval(() => {
-      cancelBus
-        .pending(job.id!)
-        .then((req) => {
-          if (req && !signal.aborted) runs.cancelJob(job.id!, `cancel:${JSON.stringify(req)}`);
-        })
-        .catch(() => undefined);
-    }, 5000);
-    try {
-      const labels = { [LABEL_JOB]: job.id!, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix };
-      const holdsJob = async () => {
+    const labels = { [LABEL_JOB]: job.id!, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix };
+    const run = {
+      id: job.id!,
+      data,
+      attempt: job.attemptsMade + 1,
+      attempts: job.opts.attempts ?? 1,
+      signal,
+      holdsJob: async () => {
         const held = !token || Number(await job.extendLock(token, env.LILYPAD_JOB_LOCK_SECONDS * 1000)) === 1;
         if (!held) runs.cancelJob(job.id!, LOST_LOCK);
         return held;
-      };
-      const deps = { env, github: opts.github, docker: opts.docker, redis, logger: log, workerId, labels, setupNetwork, deadlineAt, holdsJob };
-      const outcome = await runIssueJob(data, deps, signal, runId, runStatus, tokens);
-      log.info({ outcome }, 'job finished');
-      return outcome;
+      },
+      cancel: (reason: string) => void runs.cancelJob(job.id!, reason),
+    };
+    const runId = liveRun(job.id!);
+    try {
+      return await runQueuedJob(run, {
+        env,
+        github: opts.github,
+        docker: opts.docker,
+        redis,
+        logger,
+        workerId,
+        setupNetwork,
+        labels,
+        status,
+        cancelBus,
+        runStore,
+        runs: runQueue,
+        background: (work) => {
+          const p = work.then(() => undefined, () => undefined);
+          revocations.add(p);
+          void p.finally(() => revocations.delete(p));
+        },
+      });
     } catch (err) {
-      return await settleFailure(job, token, signal, err, runStatus, log);
-    } finally {
-      liveRuns.delete(runId);
-      clearInterval(poll);
-      clearTimeout(deadline);
-      // Revoked in the background: the job is over for its users once its final status is written.
-      // A worker that stops waits for these (see close()).
-      const revoking = tokens.revokeAll();
-      revocations.add(revoking);
-      void revoking.finally(() => revocations.delete(revoking));
-    }
-  }
-
-  /** What a job that threw becomes: handed back, cancelled, retried, or failed with why. */
-  async function settleFailure(job: Job<RunJob, RunJobOutcome>, token: string | undefined, signal: AbortSignal, err: unknown, runStatus: RunStatus, log: Logger): Promise<RunJobOutcome> {
-    if (signal.aborted) {
-      if (signal.reason === LOST_LOCK) throw new Error('the job lock was lost; another worker owns the job now');
-      if (signal.reason === SHUTDOWN) {
-        // Hand the job back: another worker (or this one, restarted) picks it up from the start.
-        log.warn('worker stopping: job handed back to the queue');
-        await runStatus.phase({ state: 'queued', position: null, note: 'A worker stopped while running it; it will start again shortly.' });
+      if (err instanceof HandBack) {
         await job.moveToDelayed(Date.now() + 1000, token);
         throw new DelayedError();
       }
-      if (signal.reason === JOB_DEADLINE) {
-        const what = `the job ran longer than ${env.LILYPAD_JOB_MAX_MINUTES} minutes (LILYPAD_JOB_MAX_MINUTES) and was stopped.`;
-        await runStatus.finish({ state: 'failed', what, todo: 'lower `max_minutes`, the test or setup time in `.github/lilypad.yml`, or ask the administrator to raise the limit; then run Lilypad again.' });
-        throw new UnrecoverableError(what);
-      }
-      const req = parseCancel(signal.reason);
-      await runStatus.finish({ state: 'cancelled', by: req?.by, why: req?.why });
-      await cancelBus.clear(job.id!);
-      log.info({ by: req?.by }, 'job cancelled');
-      return { result: 'cancelled' };
-    }
-    const verdict = classifyFailure(err);
-    const attempts = job.opts.attempts ?? 1;
-    log.error({ err: (err as Error).message, verdict: verdict.kind }, 'job failed');
-    if (verdict.kind === 'transient' && job.attemptsMade + 1 < attempts) {
-      await runStatus.phase({ state: 'queued', position: null, note: `Retrying after an infrastructure problem: ${verdict.what}` });
+      if (err instanceof FinalFailure) throw new UnrecoverableError(err.message);
+      if (err instanceof LostClaim) throw new Error(err.message);
       throw err;
+    } finally {
+      liveRuns.delete(runId);
     }
-    await runStatus.finish({ state: 'failed', what: verdict.what, todo: verdict.todo });
-    throw new UnrecoverableError(verdict.what);
   }
 
   // One schedule shared by every worker (BullMQ runs each tick once, on one of them). It lives in
@@ -256,11 +222,14 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   });
   runs.on('failed', (job, err) => {
     if (!job || !/stalled/i.test(err.message)) return;
-    const data = job.data;
+    const parsed = runJobSchema.safeParse(job.data);
+    if (!parsed.success) return;
+    const data = parsed.data;
+    const issueNumber = data.kind === 'followup' ? data.pullNumber! : data.issueNumber;
     void opts.github
       .installation(data.installationId)
       .then((client) =>
-        status.set(client as unknown as GitHubClient, { owner: data.owner, repo: data.repo, issueNumber: data.issueNumber }, { state: 'failed', what: 'the workers running this job stopped unexpectedly several times.', todo: 'ask the Lilypad administrator to check the workers (memory, restarts), then run Lilypad again.' }, data.triggeredBy),
+        status.set(client as unknown as GitHubClient, { owner: data.owner, repo: data.repo, issueNumber }, { state: 'failed', what: 'the workers running this job stopped unexpectedly several times.', todo: 'ask the Lilypad administrator to check the workers (memory, restarts), then run Lilypad again.' }, data.triggeredBy, data.statusSlot),
       )
       .catch((e: unknown) => logger.error({ err: (e as Error).message }, 'status update failed'));
   });
@@ -308,15 +277,6 @@ async function startEgress(env: Env, docker: Docker, labels: Record<string, stri
   });
   logger.info({ allowed: proxy.allowed, notes: proxy.notes }, 'egress proxy for setup commands started');
   return proxy;
-}
-
-function parseCancel(reason: unknown): CancelRequest | null {
-  if (typeof reason !== 'string' || !reason.startsWith('cancel:')) return null;
-  try {
-    return JSON.parse(reason.slice('cancel:'.length)) as CancelRequest;
-  } catch {
-    return null;
-  }
 }
 
 /** Removes this machine's sandboxes whose job is not active any more. */

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fence, MACHINE_WRITTEN_NOTICE, quoteUntrusted, renderPullRequestBody, type PullRequestBodyInput } from '../../src/github/pull-request-body.ts';
 import { renderStatus, STATUS_MARKER } from '../../src/github/status-comment.ts';
-import { intentOf } from '../../src/github/triggers.ts';
+import { intentOf } from '../../src/pipeline/triggers.ts';
 import type { EventJob } from '../../src/queue/jobs.ts';
 
 const base: PullRequestBodyInput = {

@@ -1,0 +1,160 @@
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import type { GitHubClient, IssueRef } from '../github/client.ts';
+import type { StatusComments } from '../github/status-comment.ts';
+import type { CancelBus } from '../queue/cancel-bus.ts';
+import { followupJobId, type RunJob } from '../queue/jobs.ts';
+import { withRedisLock } from '../queue/redis-lock.ts';
+import { isLive, type RunQueue } from '../queue/run-queue.ts';
+
+/**
+ * Follow-up runs on Lilypad's pull requests, serialised per pull request: one runs at a time;
+ * requests that arrive meanwhile wait in a list and are coalesced into the next run (not lost, not
+ * run in parallel). A run takes every waiting request when it starts; when it ends, the next run is
+ * queued if requests arrived meanwhile.
+ */
+export const followupRequestSchema = z.object({
+  by: z.string(),
+  /** The text after `/lilypad` (empty for a "changes requested" review without the command). */
+  instructions: z.string(),
+  trigger: z.enum(['comment', 'review', 'review_comment']),
+  commentId: z.number().int().optional(),
+  reviewId: z.number().int().optional(),
+  deliveryId: z.string(),
+  at: z.string(),
+});
+export type FollowupRequest = z.infer<typeof followupRequestSchema>;
+
+export interface FollowupTarget {
+  installationId: number;
+  repoId: number;
+  owner: string;
+  repo: string;
+  pullNumber: number;
+  /** The issue the pull request was opened for. */
+  issueNumber: number;
+}
+
+export interface FollowupDeps {
+  redis: Redis;
+  prefix: string;
+  runs: RunQueue;
+  status: StatusComments;
+  cancelBus: CancelBus;
+}
+
+const keys = (prefix: string, repoId: number, pr: number) => {
+  const base = `${prefix}:followup:${repoId}:${pr}`;
+  return { pending: `${base}:pending`, current: `${base}:current`, seq: `${base}:seq`, lock: `${base}:lock` };
+};
+const takenKey = (prefix: string, jobId: string) => `${prefix}:followup-taken:${jobId}`;
+const TTL_S = 30 * 24 * 3600;
+
+const prRef = (t: FollowupTarget): IssueRef => ({ owner: t.owner, repo: t.repo, issueNumber: t.pullNumber });
+const lock = <T>(deps: FollowupDeps, t: FollowupTarget, fn: () => Promise<T>) => withRedisLock(deps.redis, keys(deps.prefix, t.repoId, t.pullNumber).lock, { ttlMs: 30_000, waitMs: 15_000 }, fn);
+
+/** Records a request; queues a run unless one is waiting or running (which then takes it). */
+export async function requestFollowup(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, req: FollowupRequest): Promise<string> {
+  return lock(deps, target, async () => {
+    const k = keys(deps.prefix, target.repoId, target.pullNumber);
+    await deps.redis.multi().rpush(k.pending, JSON.stringify(followupRequestSchema.parse(req))).expire(k.pending, TTL_S).exec();
+    const current = await deps.redis.get(k.current);
+    const state = current ? await deps.runs.state(current) : undefined;
+    if (current && isLive(state)) return `coalesced into follow-up ${current} (${state})`;
+    return `queued: ${await queueNext(deps, client, target, req)}`;
+  });
+}
+
+/** After a follow-up run ends (however): the next one, if requests arrived meanwhile. */
+export async function followupEnded(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, jobId: string): Promise<string | null> {
+  return lock(deps, target, async () => {
+    const k = keys(deps.prefix, target.repoId, target.pullNumber);
+    await deps.redis.del(takenKey(deps.prefix, jobId));
+    if ((await deps.redis.get(k.current)) !== jobId) return null;
+    const next = parseRequests(await deps.redis.lrange(k.pending, 0, 0))[0];
+    if (!next) {
+      await deps.redis.del(k.current);
+      return null;
+    }
+    return queueNext(deps, client, target, next);
+  });
+}
+
+/**
+ * The requests this run works on: taken from the waiting list once, and kept under the job's id so
+ * that a retry of the same job (an infrastructure failure) works on the same ones.
+ */
+export async function takeRequests(redis: Redis, prefix: string, job: RunJob, jobId: string): Promise<FollowupRequest[]> {
+  const taken = takenKey(prefix, jobId);
+  const k = keys(prefix, job.repoId, job.pullNumber!);
+  const res = await redis
+    .multi()
+    .lrange(k.pending, 0, -1)
+    .del(k.pending)
+    .rpush(taken, '__mark__')
+    .exec();
+  const fresh = (res?.[0]?.[1] as string[] | undefined) ?? [];
+  if (fresh.length > 0) await redis.multi().rpush(taken, ...fresh).expire(taken, TTL_S).exec();
+  const all = await redis.lrange(taken, 0, -1);
+  return parseRequests(all.filter((l) => l !== '__mark__'));
+}
+
+/** `/lilypad cancel`, a closed pull request, or the label removed: drop waiting requests, stop the run. */
+export async function cancelFollowups(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, by: string | undefined, why: string): Promise<string> {
+  return lock(deps, target, async () => {
+    const k = keys(deps.prefix, target.repoId, target.pullNumber);
+    const dropped = await deps.redis.llen(k.pending);
+    await deps.redis.del(k.pending);
+    const current = await deps.redis.get(k.current);
+    const state = current ? await deps.runs.state(current) : undefined;
+    if (!current || !isLive(state)) return dropped > 0 ? `dropped ${dropped} waiting request(s)` : 'nothing to cancel';
+    if (state !== 'active') {
+      const data = await deps.runs.data(current);
+      if (await deps.runs.remove(current)) {
+        await deps.redis.del(k.current);
+        if (data?.statusSlot) await deps.status.set(client, prRef(target), { state: 'cancelled', by, why }, data.triggeredBy, data.statusSlot);
+        return `removed waiting follow-up ${current}`;
+      }
+    }
+    await deps.cancelBus.request({ jobId: current, by, why });
+    return `cancel requested for follow-up ${current}`;
+  });
+}
+
+async function queueNext(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, first: FollowupRequest): Promise<string> {
+  const k = keys(deps.prefix, target.repoId, target.pullNumber);
+  const seq = await deps.redis.incr(k.seq);
+  await deps.redis.expire(k.seq, 365 * 24 * 3600);
+  const jobId = followupJobId(target.repoId, target.pullNumber, seq);
+  const slot = `followup-${seq}`;
+  // "Queued" first, so that a fast worker's "running" can never be overwritten by it.
+  await deps.status.set(client, prRef(target), { state: 'queued', position: (await deps.runs.waitingCount()) + 1 }, first.by, slot);
+  await deps.runs.add(jobId, {
+    kind: 'followup',
+    installationId: target.installationId,
+    repoId: target.repoId,
+    owner: target.owner,
+    repo: target.repo,
+    issueNumber: target.issueNumber,
+    pullNumber: target.pullNumber,
+    statusSlot: slot,
+    triggeredBy: first.by,
+    trigger: first.trigger,
+    label: '',
+    deliveryId: first.deliveryId,
+    queuedAt: new Date().toISOString(),
+  });
+  await deps.redis.set(k.current, jobId, 'EX', TTL_S);
+  return jobId;
+}
+
+function parseRequests(lines: string[]): FollowupRequest[] {
+  return lines.flatMap((line) => {
+    try {
+      const parsed = followupRequestSchema.safeParse(JSON.parse(line));
+      return parsed.success ? [parsed.data] : [];
+    } catch {
+      return [];
+    }
+  });
+}

@@ -1,0 +1,210 @@
+import type Docker from 'dockerode';
+import type { Redis } from 'ioredis';
+import type { Env } from '../config/env.ts';
+import type { GitHubApp } from '../github/app-auth.ts';
+import type { GitHubClient, IssueRef } from '../github/client.ts';
+import { RepoTokens } from '../github/repo-tokens.ts';
+import type { StatusComments } from '../github/status-comment.ts';
+import type { Logger } from '../observability/logger.ts';
+import { jobFinished } from '../observability/metrics.ts';
+import type { RunStore } from '../observability/run-store.ts';
+import { SecretScanner } from '../observability/secrets.ts';
+import type { CancelBus, CancelRequest } from '../queue/cancel-bus.ts';
+import { finishingKey, type RunJob } from '../queue/jobs.ts';
+import type { RunQueue } from '../queue/run-queue.ts';
+import { classifyFailure } from './failures.ts';
+import { followupEnded, type FollowupTarget } from './followups.ts';
+import { runFollowupJob } from './followup-job.ts';
+import { runIssueJob } from './issue-job.ts';
+import { createJobContext, type RunJobOutcome } from './job-context.ts';
+import { RunStatus } from './run-status.ts';
+import type { SetupNetworkProvider } from './sandbox-session.ts';
+
+/** Why a running job's signal was aborted, besides a user's cancel (`cancel:<json>`). */
+export const SHUTDOWN = 'shutdown';
+export const LOST_LOCK = 'lost-lock';
+export const JOB_DEADLINE = 'job-deadline';
+
+/** The queue gives the job back to be run again later (a worker stopping). */
+export class HandBack extends Error {
+  override name = 'HandBack';
+}
+/** The job failed for good: the queue must not retry it. */
+export class FinalFailure extends Error {
+  override name = 'FinalFailure';
+}
+/** This copy of the job lost its claim; the queue's record of it belongs to another worker now. */
+export class LostClaim extends Error {
+  override name = 'LostClaim';
+}
+
+/** One job as the queue hands it over. Only queue/worker.ts knows this is BullMQ. */
+export interface QueuedRun {
+  id: string;
+  data: RunJob;
+  /** 1 for the first attempt. */
+  attempt: number;
+  attempts: number;
+  signal: AbortSignal;
+  holdsJob(): Promise<boolean>;
+  /** Aborts the job's signal with `reason` (see SHUTDOWN, LOST_LOCK, JOB_DEADLINE, cancel:). */
+  cancel(reason: string): void;
+}
+
+export interface RunnerDeps {
+  env: Env;
+  github: GitHubApp;
+  docker: Docker;
+  redis: Redis;
+  logger: Logger;
+  workerId: string;
+  setupNetwork: SetupNetworkProvider | null;
+  labels: Record<string, string>;
+  status: StatusComments;
+  cancelBus: CancelBus;
+  runStore: RunStore;
+  runs: RunQueue;
+  /** Work that outlives the job (token revocation) and that a stopping worker waits for. */
+  background: (work: Promise<unknown>) => void;
+}
+
+/**
+ * The job lifecycle around either kind of job: the run's one status writer, early and late
+ * cancels, the whole-job deadline, fresh tokens, the run record, and what a failure becomes
+ * (handed back, retried, cancelled or failed with why). Every final status goes through the
+ * status writer, in order.
+ */
+export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<RunJobOutcome> {
+  const { env, redis } = deps;
+  const data = run.data;
+  const prefix = env.LILYPAD_QUEUE_PREFIX;
+  const started = Date.now();
+  const log = deps.logger.child({ job: run.id, attempt: run.attempt });
+  const ref: IssueRef = { owner: data.owner, repo: data.repo, issueNumber: data.kind === 'followup' ? data.pullNumber! : data.issueNumber };
+  // Tokens for this one repository, minted afresh whenever the one in hand is close to expiring.
+  const tokens = new RepoTokens(deps.github, data.installationId, data.repo);
+  const status = new RunStatus({
+    comments: deps.status,
+    client: async () => (await deps.github.installation(data.installationId)) as unknown as GitHubClient,
+    freshClient: () => tokens.rest(),
+    // A trigger that arrives between this final status and the queue marking the job completed is a
+    // re-run, not a duplicate: the trigger logic waits for the job to finish when it sees this.
+    onFinal: async () => void (await redis.set(finishingKey(prefix, run.id), '1', 'EX', 600)),
+    ref,
+    triggeredBy: data.triggeredBy,
+    log,
+    ...(data.statusSlot ? { slot: data.statusSlot } : {}),
+  });
+  const runId = `${run.id}-${Date.now().toString(36)}`;
+  const recorder = deps.runStore.recorder(
+    { runId, jobId: run.id, owner: data.owner, repo: data.repo, repoId: data.repoId, issueNumber: ref.issueNumber, triggeredBy: data.triggeredBy, attempt: run.attempt, workerId: deps.workerId },
+    new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, deps.github.opts.privateKey]),
+    log,
+  );
+  const finished = (outcome: string) => jobFinished(data.kind === 'followup' ? 'followup' : 'run', outcome, (Date.now() - started) / 1000);
+
+  const early = await deps.cancelBus.pending(run.id);
+  if (early) {
+    await status.finish({ state: 'cancelled', by: early.by, why: early.why });
+    await deps.cancelBus.clear(run.id);
+    recorder.finish({ outcome: 'cancelled', why: early.why });
+    finished('cancelled');
+    await afterFollowup(run, deps);
+    return { result: 'cancelled' };
+  }
+  // The whole job has a deadline: the agent's budget is cut to fit it, and past it the job stops.
+  const deadlineAt = Date.now() + env.LILYPAD_JOB_MAX_MINUTES * 60_000;
+  const deadline = setTimeout(() => run.cancel(JOB_DEADLINE), deadlineAt - Date.now());
+  // Pub/sub can miss a message (a reconnect); the stored flag is checked every few seconds too.
+  const poll = setInterval(() => {
+    deps.cancelBus
+      .pending(run.id)
+      .then((req) => {
+        if (req && !run.signal.aborted) run.cancel(`cancel:${JSON.stringify(req)}`);
+      })
+      .catch(() => undefined);
+  }, 5000);
+  let settled = true;
+  try {
+    const ctx = createJobContext(data, { env, github: deps.github, docker: deps.docker, redis, logger: log, workerId: deps.workerId, labels: deps.labels, setupNetwork: deps.setupNetwork, deadlineAt, holdsJob: () => run.holdsJob(), recorder }, run.signal, runId, status, tokens, ref);
+    const outcome = data.kind === 'followup' ? await runFollowupJob(ctx, run.id) : await runIssueJob(ctx);
+    log.info({ outcome }, 'job finished');
+    finished(outcome.result);
+    return outcome;
+  } catch (err) {
+    const verdict = await settleFailure(run, err, status, log, deps);
+    settled = verdict !== 'retry' && verdict !== 'handed-back' && verdict !== 'lost';
+    recorder.finish(verdict === 'cancelled' ? { outcome: 'cancelled' } : { outcome: 'failed', error: (err as Error).message, why: verdict === 'retry' ? 'infrastructure problem; the job is retried' : null });
+    finished(verdict === 'retry' ? 'retried' : verdict === 'handed-back' ? 'handed_back' : verdict);
+    if (verdict === 'cancelled') return { result: 'cancelled' };
+    throw err instanceof HandBack || err instanceof FinalFailure || err instanceof LostClaim ? err : toQueueError(verdict, err);
+  } finally {
+    clearInterval(poll);
+    clearTimeout(deadline);
+    // Revoked in the background: the job is over for its users once its final status is written.
+    deps.background(tokens.revokeAll());
+    if (settled) await afterFollowup(run, deps);
+  }
+}
+
+type Verdict = 'cancelled' | 'handed-back' | 'lost' | 'retry' | 'failed';
+
+/** What a job that threw becomes: handed back, cancelled, retried, or failed with why. */
+async function settleFailure(run: QueuedRun, err: unknown, status: RunStatus, log: Logger, deps: RunnerDeps): Promise<Verdict> {
+  const { env } = deps;
+  if (run.signal.aborted) {
+    const reason = run.signal.reason;
+    if (reason === LOST_LOCK) return 'lost';
+    if (reason === SHUTDOWN) {
+      // Hand the job back: another worker (or this one, restarted) picks it up from the start.
+      log.warn('worker stopping: job handed back to the queue');
+      await status.phase({ state: 'queued', position: null, note: 'A worker stopped while running it; it will start again shortly.' });
+      return 'handed-back';
+    }
+    if (reason === JOB_DEADLINE) {
+      const what = `the job ran longer than ${env.LILYPAD_JOB_MAX_MINUTES} minutes (LILYPAD_JOB_MAX_MINUTES) and was stopped.`;
+      await status.finish({ state: 'failed', what, todo: 'lower `max_minutes`, the test or setup time in `.github/lilypad.yml`, or ask the administrator to raise the limit; then run Lilypad again.' });
+      return 'failed';
+    }
+    const req = parseCancel(reason);
+    await status.finish({ state: 'cancelled', by: req?.by, why: req?.why });
+    await deps.cancelBus.clear(run.id);
+    log.info({ by: req?.by }, 'job cancelled');
+    return 'cancelled';
+  }
+  const verdict = classifyFailure(err);
+  log.error({ err: (err as Error).message, verdict: verdict.kind }, 'job failed');
+  if (verdict.kind === 'transient' && run.attempt < run.attempts) {
+    await status.phase({ state: 'queued', position: null, note: `Retrying after an infrastructure problem: ${verdict.what}` });
+    return 'retry';
+  }
+  await status.finish({ state: 'failed', what: verdict.what, todo: verdict.todo });
+  return 'failed';
+}
+
+function toQueueError(verdict: Verdict, err: unknown): Error {
+  if (verdict === 'handed-back') return new HandBack('handed back');
+  if (verdict === 'lost') return new LostClaim('the job lock was lost; another worker owns the job now');
+  if (verdict === 'failed') return new FinalFailure(classifyFailure(err).what);
+  return err instanceof Error ? err : new Error(String(err));
+}
+
+/** A follow-up that ended (done, failed for good, cancelled) lets the next one for its pull request start. */
+async function afterFollowup(run: QueuedRun, deps: RunnerDeps): Promise<void> {
+  const data = run.data;
+  if (data.kind !== 'followup') return;
+  const target: FollowupTarget = { installationId: data.installationId, repoId: data.repoId, owner: data.owner, repo: data.repo, pullNumber: data.pullNumber!, issueNumber: data.issueNumber };
+  const client = (await deps.github.installation(data.installationId)) as unknown as GitHubClient;
+  await followupEnded({ redis: deps.redis, prefix: deps.env.LILYPAD_QUEUE_PREFIX, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus }, client, target, run.id).catch((err: unknown) =>
+    deps.logger.error({ err: (err as Error).message, job: run.id }, 'could not queue the next follow-up'),
+  );
+}
+
+function parseCancel(reason: unknown): CancelRequest | null {
+  if (typeof reason !== 'string' || !reason.startsWith('cancel:')) return null;
+  try {
+    return JSON.parse(reason.slice('cancel:'.length)) as CancelRequest;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,133 @@
+import type { RepoConfig } from '../../config/repo-config.ts';
+import { upsertPullRequest } from '../../github/pull-request.ts';
+import type { SecretScanner } from '../../observability/secrets.ts';
+import { runJobId } from '../../queue/jobs.ts';
+import { withRedisLock } from '../../queue/redis-lock.ts';
+import { CancelledError, reasonText } from '../../sandbox/errors.ts';
+import { prepareChange, pushBranch, type PreparedChange } from '../../workspace/publish.ts';
+import { UserError } from '../failures.ts';
+import type { JobContext } from '../job-context.ts';
+import { pushWithoutOverwriting, readPublished, forgetPush, recordPublished, type Published } from '../publish-change.ts';
+
+/**
+ * Phase 5, publish. The diff left the container as data: it is applied to a fresh clone on the
+ * host, filtered (workflows, `exclude_paths`), scanned for secrets and committed as the app.
+ * Issue jobs push without overwriting anyone and open or update the draft pull request; follow-ups
+ * push one commit on top of the pull request's head, never forced. Tokens are minted right before.
+ */
+export async function applyChange(ctx: JobContext, config: RepoConfig, title: string, baseCommit: string, mirrorDir: string, patch: Buffer, htmlUrl: string, what: string): Promise<PreparedChange> {
+  // CI systems skip a push whose head commit says [skip ci]: nothing runs the agent's code with
+  // the repository's secrets until a writer releases it.
+  const hold = config.ci === 'hold' ? '\n\n[skip ci]' : '';
+  const change = await ctx.step('apply', async () =>
+    prepareChange({
+      mirrorDir,
+      baseCommit,
+      patch,
+      excludePaths: config.exclude_paths,
+      message: `${title.slice(0, 120)}\n\n${what}; needs human review.${hold}`,
+      author: await ctx.deps.github.commitAuthor(htmlUrl),
+    }),
+  );
+  ctx.cleanups.push(() => change.dispose());
+  return change;
+}
+
+export async function refuseSecrets(scanner: SecretScanner, patch: Buffer, texts: string[]): Promise<void> {
+  const added = patch
+    .toString('utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('+') && !l.startsWith('+++'))
+    .join('\n');
+  const findings = [...scanner.findings(added), ...texts.flatMap((t) => scanner.findings(t))];
+  if (findings.length > 0) {
+    throw new UserError(
+      `the change or its description contains what looks like a secret (${[...new Set(findings)].join(', ')}), so nothing was published.`,
+      'look at the run on the worker (its trajectory is kept under LILYPAD_DATA_DIR/runs) and make sure no secret is in the repository or the issue, then run Lilypad again.',
+    );
+  }
+}
+
+export interface PullRequestDraft {
+  title: string;
+  body: string;
+  baseBranch: string;
+  cloneUrl: string;
+  incomplete: boolean;
+  exitReason: string;
+}
+
+/**
+ * An issue job's publication, one publisher per trigger: the lock serialises the copies of this
+ * job that reach this point, the record tells a later copy what the first one published, and the
+ * claim check keeps a worker whose job was handed over (its lock lapsed) from publishing at all.
+ * From the push on, a cancel no longer interrupts: a pushed branch without its pull request would
+ * be half-published.
+ */
+export async function publishPullRequest(ctx: JobContext, config: RepoConfig, change: PreparedChange, pr: PullRequestDraft): Promise<{ published: Published; fresh: boolean }> {
+  const { job, deps } = ctx;
+  const prefix = deps.env.LILYPAD_QUEUE_PREFIX;
+  const jobId = runJobId(job.repoId, job.issueNumber);
+  return withRedisLock(deps.redis, `${prefix}:publish:${jobId}`, { ttlMs: 10 * 60_000, waitMs: 10 * 60_000 }, async () => {
+    const already = await readPublished(deps.redis, prefix, jobId, job.deliveryId);
+    if (already) return { published: already, fresh: false };
+    if (ctx.signal.aborted) throw new CancelledError(reasonText(ctx.signal.reason));
+    if (!(await deps.holdsJob())) throw new CancelledError('this worker no longer holds the job; another worker took it over');
+    const pushed = await ctx.step('push', () =>
+      pushWithoutOverwriting(change.dir, change.headSha!, {
+        redis: deps.redis,
+        prefix,
+        repoId: job.repoId,
+        issueNumber: job.issueNumber,
+        cloneUrl: pr.cloneUrl,
+        authHeader: () => ctx.tokens.gitAuthHeader(),
+      }),
+    );
+    const opened = await ctx.step('pull_request', async () =>
+      upsertPullRequest(await ctx.tokens.rest(), {
+        owner: job.owner,
+        repo: job.repo,
+        branch: pushed.branch,
+        base: pr.baseBranch,
+        title: pr.title,
+        body: pr.body,
+        draft: config.draft,
+        labels: config.labels,
+        reviewers: config.reviewers ?? [job.triggeredBy],
+      }),
+    );
+    for (const w of opened.warnings) ctx.log.warn({ warning: w }, 'pull request');
+    const published: Published = {
+      deliveryId: job.deliveryId,
+      number: opened.number,
+      url: opened.url,
+      branch: pushed.branch,
+      sha: change.headSha!,
+      updated: opened.updated,
+      incomplete: pr.incomplete,
+      exitReason: pr.exitReason,
+      draft: config.draft,
+      ...(pushed.skipped.length > 0 ? { note: `Someone else pushed to \`${pushed.skipped.join('`, `')}\`, so Lilypad left it as it is and used \`${pushed.branch}\`.` } : {}),
+    };
+    await recordPublished(deps.redis, prefix, jobId, published);
+    return { published, fresh: true };
+  });
+}
+
+/** The pull request's head moved while a follow-up ran: its commit would not sit on top. */
+export class HeadMovedError extends Error {
+  override name = 'HeadMovedError';
+}
+
+/**
+ * A follow-up's publication: its commit (made on the head it started from) is pushed with a lease
+ * on that head, so it lands on top of everything people pushed, and nothing is ever overwritten.
+ */
+export async function pushOnTop(ctx: JobContext, change: PreparedChange, branch: string, expectedHead: string, cloneUrl: string): Promise<void> {
+  const { deps, job } = ctx;
+  if (ctx.signal.aborted) throw new CancelledError(reasonText(ctx.signal.reason));
+  if (!(await deps.holdsJob())) throw new CancelledError('this worker no longer holds the job; another worker took it over');
+  const result = await ctx.step('push', async () => pushBranch(change.dir, cloneUrl, branch, await ctx.tokens.gitAuthHeader(), { expected: expectedHead }));
+  if (result !== 'pushed') throw new HeadMovedError(`someone pushed to \`${branch}\` while Lilypad worked on it`);
+  await forgetPush(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, branch);
+}

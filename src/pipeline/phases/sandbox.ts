@@ -1,0 +1,122 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { ModelClient } from '../../agent/model-client.ts';
+import { JsonlTrajectory } from '../../agent/trajectory.ts';
+import { imageAllowed } from '../../config/image-policy.ts';
+import type { RepoConfig } from '../../config/repo-config.ts';
+import { UserError } from '../failures.ts';
+import type { JobContext } from '../job-context.ts';
+import { runSandboxSession, type SandboxSessionResult } from '../sandbox-session.ts';
+import { recheckPinnedText } from './validate.ts';
+
+/** Time kept back from the agent for the tests on the change and publishing. */
+const PUBLISH_RESERVE_S = 180;
+
+export interface SandboxRun {
+  session: SandboxSessionResult;
+  model: string;
+  image: string;
+  startedAt: number;
+}
+
+/**
+ * Phase 3, sandbox: setup through the egress proxy, the network cut, tests on the untouched code,
+ * the agent on `task`, the patch (as data), tests on the change. Every step and the outcome go to
+ * the run's record for the run pages as they happen.
+ */
+export async function runInSandbox(ctx: JobContext, config: RepoConfig, task: { title: string; body: string; warning?: string | undefined }, checkout: { dir: string; baseCommit: string }): Promise<SandboxRun> {
+  const { deps, job, status } = ctx;
+  const recorder = deps.recorder;
+  const outDir = path.join(deps.env.LILYPAD_DATA_DIR, 'runs', ctx.runId);
+  await mkdir(outDir, { recursive: true });
+  const trajectory = new JsonlTrajectory(path.join(outDir, 'trajectory.jsonl'), ctx.scanner(), (r) => recorder.step(r));
+  const startedAt = Date.now();
+  try {
+    const client = new ModelClient({
+      baseURL: deps.env.OPENAI_BASE_URL,
+      apiKey: deps.env.OPENAI_API_KEY,
+      timeoutMs: deps.env.LILYPAD_MODEL_TIMEOUT_SECONDS * 1000,
+      maxRetries: deps.env.LILYPAD_MODEL_RETRIES,
+      retryBaseMs: deps.env.LILYPAD_MODEL_RETRY_BASE_MS,
+      maxResponseBytes: deps.env.LILYPAD_MODEL_MAX_RESPONSE_MB * 1024 * 1024,
+    });
+    const model = await ctx.step('model', () => client.resolveModel(deps.env.LILYPAD_MODEL, ctx.signal));
+    const image = config.image ?? deps.env.LILYPAD_SANDBOX_IMAGE;
+    if (!imageAllowed(image, deps.env.LILYPAD_SANDBOX_IMAGE, deps.env.LILYPAD_ALLOWED_IMAGES)) {
+      throw new UserError(
+        `the sandbox image \`${image}\` named in \`.github/lilypad.yml\` is not allowed on this Lilypad installation.`,
+        `use the default image (remove \`image:\`) or one that matches LILYPAD_ALLOWED_IMAGES (${deps.env.LILYPAD_ALLOWED_IMAGES || 'empty: the default image only'}); ask the administrator to allow another.`,
+      );
+    }
+    // The repository may ask for less than the administrator allows, never more.
+    const maxSteps = Math.min(config.max_steps, deps.env.LILYPAD_MAX_STEPS);
+    const testTimeoutSeconds = Math.min(config.test_timeout_minutes * 60, deps.env.LILYPAD_TEST_TIMEOUT_SECONDS);
+    const budgets = {
+      maxSteps,
+      maxContextTokens: deps.env.LILYPAD_MAX_CONTEXT_TOKENS,
+      maxTokensPerTurn: deps.env.LILYPAD_MAX_TOKENS_PER_TURN,
+      maxWallSeconds: agentWallSeconds(ctx, config, testTimeoutSeconds),
+      bashTimeoutCapSeconds: deps.env.LILYPAD_BASH_TIMEOUT_CAP_SECONDS,
+    };
+    recorder.task(task.title, task.body);
+    recorder.config({ repoConfig: config, model, image, budgets, testTimeoutSeconds });
+    let lastStatusAt = 0;
+    const session = await runSandboxSession({
+      docker: deps.docker,
+      checkoutDir: checkout.dir,
+      baseCommit: checkout.baseCommit,
+      sandbox: {
+        image,
+        workdir: deps.env.LILYPAD_SANDBOX_WORKDIR,
+        user: deps.env.LILYPAD_SANDBOX_USER,
+        allowRootImage: deps.env.LILYPAD_ALLOW_ROOT_IMAGES,
+        memoryMb: deps.env.LILYPAD_SANDBOX_MEMORY_MB,
+        cpus: deps.env.LILYPAD_SANDBOX_CPUS,
+        pids: deps.env.LILYPAD_SANDBOX_PIDS,
+        diskMb: deps.env.LILYPAD_SANDBOX_DISK_MB,
+        maxLineBytes: deps.env.LILYPAD_TOOLBOX_MAX_LINE_MB * 1024 * 1024,
+      },
+      runId: ctx.runId,
+      workerId: deps.workerId,
+      labels: { ...deps.labels, 'dev.lilypad.issue': `${job.owner}/${job.repo}#${job.issueNumber}` },
+      setup: config.setup,
+      setupNetwork: deps.setupNetwork,
+      setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, deps.env.LILYPAD_SETUP_TIMEOUT_SECONDS),
+      testCommand: config.test,
+      testTimeoutSeconds,
+      issue: { title: task.title, body: task.body },
+      model,
+      client,
+      budgets,
+      trajectory,
+      signal: ctx.signal,
+      phase: async (name, fn) => {
+        if (name === 'tests_before' || name === 'tests_after') await status.phase({ state: 'testing', which: name === 'tests_before' ? 'before' : 'after' });
+        if (name === 'agent') {
+          await recheckPinnedText(ctx);
+          await status.phase({ state: 'running', step: 0, phase: 'the agent is starting' });
+        }
+        return ctx.step(name, fn);
+      },
+      onProgress: (p) => {
+        if (Date.now() - lastStatusAt < deps.env.LILYPAD_STATUS_INTERVAL_MS) return;
+        lastStatusAt = Date.now();
+        status.progress({ state: 'running', step: p.step, phase: `agent step ${p.step} of at most ${maxSteps}` });
+      },
+    });
+    if (task.warning) session.agent.warnings.push(task.warning);
+    recorder.tests('before', session.tests?.before ?? null);
+    recorder.tests('after', session.tests?.after ?? null);
+    for (const w of session.agent.warnings) recorder.warning(w);
+    return { session, model, image, startedAt };
+  } finally {
+    await trajectory.close();
+  }
+}
+
+/** The agent's wall clock: the configured budget, cut so that the whole job ends by its deadline. */
+function agentWallSeconds(ctx: JobContext, config: RepoConfig, testTimeoutSeconds: number): number {
+  const configured = Math.min(config.max_minutes * 60, ctx.deps.env.LILYPAD_MAX_WALL_SECONDS);
+  const left = Math.floor((ctx.deps.deadlineAt - Date.now()) / 1000) - testTimeoutSeconds - PUBLISH_RESERVE_S;
+  return Math.max(30, Math.min(configured, left));
+}

@@ -1,0 +1,271 @@
+import type { Redis } from 'ioredis';
+import type { Env } from '../config/env.ts';
+import type { GitHubApp } from '../github/app-auth.ts';
+import { releaseCi } from '../github/ci-release.ts';
+import type { GitHubClient, IssueRef } from '../github/client.ts';
+import { hasWriteAccess } from '../github/permissions.ts';
+import { acknowledge, comment, politeRefusal, replyOnce, type Acknowledged } from '../github/replies.ts';
+import { CONFIG_PATH, loadRepoConfig } from '../github/repo-config-loader.ts';
+import type { StatusComments } from '../github/status-comment.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { CancelBus } from '../queue/cancel-bus.ts';
+import { editsKey, finishingKey, pinText, runJobId, type EventJob, type IssueEdit, type PinnedText, type RunJob } from '../queue/jobs.ts';
+import { withRedisLock } from '../queue/redis-lock.ts';
+import { isLive, type JobState, type RunQueue } from '../queue/run-queue.ts';
+import { cancelFollowups, requestFollowup, type FollowupDeps, type FollowupTarget } from './followups.ts';
+import { readPrRecord } from './pr-record.ts';
+
+export interface TriggerDeps {
+  env: Env;
+  github: GitHubApp;
+  runs: RunQueue;
+  redis: Redis;
+  status: StatusComments;
+  cancelBus: CancelBus;
+  logger: Logger;
+}
+
+export type Intent = { kind: 'trigger'; label: string } | { kind: 'cancel'; why: string } | { kind: 'ignore' };
+
+/** What a webhook asks for, given the repository's trigger label. */
+export function intentOf(evt: EventJob, triggerLabel: string): Intent {
+  const same = (l: string | undefined) => (l ?? '').toLowerCase() === triggerLabel.toLowerCase();
+  switch (evt.kind) {
+    case 'labeled':
+      return same(evt.label) ? { kind: 'trigger', label: triggerLabel } : { kind: 'ignore' };
+    case 'unlabeled':
+      return same(evt.label) ? { kind: 'cancel', why: `the \`${triggerLabel}\` label was removed` } : { kind: 'ignore' };
+    case 'closed':
+      return { kind: 'cancel', why: 'the issue was closed' };
+    case 'edited':
+    case 'pr_comment':
+    case 'review':
+    case 'review_comment':
+    case 'pr_closed':
+    case 'pr_unlabeled':
+      return { kind: 'ignore' };
+    case 'comment': {
+      const words = (evt.commentBody ?? '').trim().split(/\s+/);
+      if (words[0]?.toLowerCase() !== '/lilypad') return { kind: 'ignore' };
+      const sub = words[1]?.toLowerCase();
+      if (sub === undefined || sub === 'run' || sub === 'start') return { kind: 'trigger', label: triggerLabel };
+      if (sub === 'cancel' || sub === 'stop') return { kind: 'cancel', why: 'cancelled with `/lilypad cancel`' };
+      return { kind: 'ignore' };
+    }
+  }
+}
+
+/**
+ * Turns one webhook event into a decision: start a job, say it is already running, cancel,
+ * refuse politely, report a bad configuration, or nothing. Runs in the worker, never in the
+ * webhook request.
+ */
+export async function handleEvent(evt: EventJob, deps: TriggerDeps): Promise<string> {
+  const ref: IssueRef = { owner: evt.owner, repo: evt.repo, issueNumber: evt.issueNumber };
+  const installation = await deps.github.installation(evt.installationId);
+  const octokit = installation as unknown as GitHubClient;
+  const jobId = runJobId(evt.repoId, evt.issueNumber);
+
+  // An issue closed needs no permission check: a job for a closed issue is stale anyway.
+  if (evt.kind === 'closed') return cancel(evt, deps, octokit, ref, jobId, 'the issue was closed', false);
+  if (evt.kind === 'edited') return recordEdit(evt, deps, octokit, jobId);
+  if (PR_EVENTS.has(evt.kind)) return handlePullRequestEvent(evt, deps, octokit, ref);
+
+  const loaded = await loadRepoConfig(installation, evt.owner, evt.repo);
+  const triggerLabel = loaded.ok ? loaded.config.trigger_label : 'lilypad';
+  const allowBots = loaded.ok ? loaded.config.allow_bots : [];
+  const intent = intentOf(evt, triggerLabel);
+  if (intent.kind === 'ignore') return 'ignored: not a Lilypad event';
+
+  if (evt.sender.type === 'Bot' && !allowBots.includes(evt.sender.login)) return `ignored: bot ${evt.sender.login} is not in allow_bots`;
+
+  if (!(await hasWriteAccess(octokit, evt.owner, evt.repo, evt.sender.login))) {
+    await replyOnce(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, octokit, ref, `denied:${evt.sender.login}`, politeRefusal(evt.sender.login, triggerLabel));
+    return `refused: ${evt.sender.login} lacks write access`;
+  }
+
+  if (intent.kind === 'cancel') return cancel(evt, deps, octokit, ref, jobId, intent.why, true);
+
+  if (!loaded.ok) {
+    const body =
+      `**Lilypad** could not start: \`${loaded.source ?? CONFIG_PATH}\` is not valid.\n\n` +
+      `${loaded.problems.map((p) => `- ${p}`).join('\n')}\n\nFix the file, then label the issue again or comment \`/lilypad\`.`;
+    await comment(octokit, ref, body);
+    return 'refused: invalid configuration';
+  }
+  return startJob(evt, deps, octokit, ref, jobId, intent.label);
+}
+
+async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, label: string): Promise<string> {
+  return withIssueLock(deps, jobId, async () => {
+    let state = await deps.runs.state(jobId);
+    if (state === 'active' && (await deps.redis.exists(finishingKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId)))) {
+      // Its final status is written; the queue is about to mark it completed: this is a re-run.
+      state = await waitUntilNotActive(deps.runs, jobId);
+    }
+    if (isLive(state)) {
+      const what = state === 'active' ? 'is already working on this issue' : 'already has this issue in its queue';
+      await acknowledge(octokit, ref, acknowledged(evt));
+      await comment(octokit, ref, `@${evt.sender.login} Lilypad ${what}; see the status comment above. Remove the label or comment \`/lilypad cancel\` to stop it.`);
+      return `duplicate: job ${jobId} is ${state}`;
+    }
+    // A finished job that cannot be removed would swallow this trigger after "Queued" is shown.
+    if (state !== undefined && !(await deps.runs.remove(jobId))) throw new Error(`could not replace the finished job ${jobId}`);
+    await deps.cancelBus.clear(jobId);
+    await deps.redis.del(editsKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId), finishingKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId));
+    const pinned = evt.issueTitle !== undefined ? pinText(evt.issueTitle, evt.issueBody) : await currentText(octokit, ref);
+    const data: RunJob = {
+      kind: 'issue',
+      installationId: evt.installationId,
+      repoId: evt.repoId,
+      owner: evt.owner,
+      repo: evt.repo,
+      issueNumber: evt.issueNumber,
+      triggeredBy: evt.sender.login,
+      trigger: evt.kind === 'comment' ? 'comment' : 'label',
+      label,
+      deliveryId: evt.deliveryId,
+      queuedAt: new Date().toISOString(),
+      pinned,
+    };
+    // Say "queued" before the job exists, so a fast worker's "running" can never be overwritten.
+    const position = (await deps.runs.waitingCount()) + 1;
+    await deps.status.set(octokit, ref, { state: 'queued', position, ...(evt.note ? { note: evt.note } : {}) }, evt.sender.login);
+    await deps.runs.add(jobId, data);
+    await acknowledge(octokit, ref, acknowledged(evt));
+    return `queued: ${jobId}`;
+  });
+}
+
+async function cancel(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, why: string, byUser: boolean): Promise<string> {
+  return withIssueLock(deps, jobId, async () => {
+    const state = await deps.runs.state(jobId);
+    const job = await deps.runs.data(jobId);
+    if (!job || !isLive(state)) {
+      if (evt.kind === 'comment') await comment(octokit, ref, `@${evt.sender.login} there is no Lilypad job to cancel on this issue.`);
+      return 'nothing to cancel';
+    }
+    const by = byUser ? evt.sender.login : undefined;
+    if (state !== 'active') {
+      // false: it became active meanwhile; cancel it where it runs
+      if (await deps.runs.remove(jobId)) {
+        await deps.status.set(octokit, ref, { state: 'cancelled', by, why }, job.triggeredBy);
+        await acknowledge(octokit, ref, acknowledged(evt));
+        return `removed queued job ${jobId}`;
+      }
+    }
+    await deps.cancelBus.request({ jobId, by, why });
+    await acknowledge(octokit, ref, acknowledged(evt));
+    return `cancel requested for running job ${jobId}`;
+  });
+}
+
+/** `/lilypad ci` on a pull request: a writer releases the CI that Lilypad's commits hold. */
+async function ciCommand(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef): Promise<string> {
+  await acknowledge(octokit, ref, acknowledged(evt));
+  const outcome = await releaseCi(octokit, { github: deps.github, installationId: evt.installationId, owner: evt.owner, repo: evt.repo, pullNumber: evt.issueNumber, requestedBy: evt.sender.login });
+  await comment(octokit, ref, `**Lilypad**: ${outcome}.`);
+  return `ci: ${outcome}`;
+}
+
+async function waitUntilNotActive(runs: RunQueue, jobId: string): Promise<JobState | undefined> {
+  const until = Date.now() + 20_000;
+  let state = await runs.state(jobId);
+  while (state === 'active' && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 200));
+    state = await runs.state(jobId);
+  }
+  return state;
+}
+
+/** An edit of an issue whose job waits or runs: remember who made it and whether they may. */
+async function recordEdit(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, jobId: string): Promise<string> {
+  if (!isLive(await deps.runs.state(jobId))) return 'ignored: no live job for the edited issue';
+  const writer = evt.sender.type !== 'Bot' && (await hasWriteAccess(octokit, evt.owner, evt.repo, evt.sender.login));
+  const entry: IssueEdit = { login: evt.sender.login, writer, at: evt.receivedAt };
+  await deps.redis.multi().rpush(editsKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId), JSON.stringify(entry)).expire(editsKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId), 30 * 24 * 3600).exec();
+  return `recorded an edit by ${evt.sender.login} (${writer ? 'writer' : 'no write access'})`;
+}
+
+async function currentText(octokit: GitHubClient, ref: IssueRef): Promise<PinnedText> {
+  const issue = (await octokit.request('GET /repos/{owner}/{repo}/issues/{issue_number}', { owner: ref.owner, repo: ref.repo, issue_number: ref.issueNumber })).data;
+  return pinText(issue.title, issue.body);
+}
+
+function withIssueLock<T>(deps: TriggerDeps, jobId: string, fn: () => Promise<T>): Promise<T> {
+  return withRedisLock(deps.redis, `${deps.env.LILYPAD_QUEUE_PREFIX}:lock:${jobId}`, { ttlMs: 30_000, waitMs: 10_000 }, fn);
+}
+
+const PR_EVENTS = new Set<EventJob['kind']>(['pr_comment', 'review', 'review_comment', 'pr_closed', 'pr_unlabeled']);
+
+/** What a 👀 acknowledges for this event: the comment, the line comment, or the review. */
+function acknowledged(evt: EventJob): Acknowledged | null {
+  if ((evt.kind === 'comment' || evt.kind === 'pr_comment') && evt.commentId) return { kind: 'comment', id: evt.commentId };
+  if (evt.kind === 'review_comment' && evt.commentId) return { kind: 'review_comment', id: evt.commentId };
+  if (evt.kind === 'review' && evt.reviewNodeId) return { kind: 'review', nodeId: evt.reviewNodeId };
+  return null;
+}
+
+/** `/lilypad` and its words: `ci`, `cancel` (or `stop`), or instructions (possibly none). */
+export function parseCommand(text: string | undefined): { kind: 'ci' } | { kind: 'cancel' } | { kind: 'revise'; instructions: string } | null {
+  const m = /^\s*\/lilypad\b([\s\S]*)$/i.exec(text ?? '');
+  if (!m) return null;
+  const rest = (m[1] ?? '').trim();
+  const word = rest.split(/\s+/)[0]?.toLowerCase();
+  if (word === 'ci' && rest.split(/\s+/).length === 1) return { kind: 'ci' };
+  if ((word === 'cancel' || word === 'stop') && rest.split(/\s+/).length <= 3) return { kind: 'cancel' };
+  return { kind: 'revise', instructions: rest.replace(/^(run|start)\b\s*/i, '') };
+}
+
+/**
+ * Events on a pull request. Only Lilypad's own pull requests (ones it opened and keeps a record
+ * of) are revised; `/lilypad ci` keeps working on any Lilypad branch, as before.
+ */
+async function handlePullRequestEvent(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef): Promise<string> {
+  const prefix = deps.env.LILYPAD_QUEUE_PREFIX;
+  const record = await readPrRecord(deps.redis, prefix, evt.repoId, evt.issueNumber);
+  const target: FollowupTarget | null = record
+    ? { installationId: evt.installationId, repoId: evt.repoId, owner: evt.owner, repo: evt.repo, pullNumber: evt.issueNumber, issueNumber: record.issueNumber }
+    : null;
+  const fdeps: FollowupDeps = { redis: deps.redis, prefix, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus };
+  // Closing needs no permission check: a follow-up for a closed pull request is stale anyway.
+  if (evt.kind === 'pr_closed') return target ? cancelFollowups(fdeps, octokit, target, undefined, 'the pull request was closed') : 'ignored: not a Lilypad pull request';
+
+  const loaded = await loadRepoConfig(await deps.github.installation(evt.installationId), evt.owner, evt.repo);
+  const triggerLabel = loaded.ok ? loaded.config.trigger_label : 'lilypad';
+  const allowBots = loaded.ok ? loaded.config.allow_bots : [];
+  const command = parseCommand(evt.commentBody);
+  const wantsRevision =
+    command?.kind === 'revise' ||
+    (evt.kind === 'review' && evt.reviewState === 'changes_requested' && command === null && (!loaded.ok || loaded.config.review_trigger === 'changes_requested'));
+  const intent: 'ci' | 'cancel' | 'revise' | null =
+    evt.kind === 'pr_unlabeled' ? ((evt.label ?? '').toLowerCase() === triggerLabel.toLowerCase() ? 'cancel' : null) : command?.kind === 'ci' ? 'ci' : command?.kind === 'cancel' ? 'cancel' : wantsRevision ? 'revise' : null;
+  if (!intent) return 'ignored: not a Lilypad command';
+  if (intent !== 'ci' && !target) return 'ignored: not a Lilypad pull request';
+
+  if (evt.sender.type === 'Bot' && !allowBots.includes(evt.sender.login)) return `ignored: bot ${evt.sender.login} is not in allow_bots`;
+  if (!(await hasWriteAccess(octokit, evt.owner, evt.repo, evt.sender.login))) {
+    // A changes-requested review from a non-writer is ordinary review: no reply needed.
+    if (command) await replyOnce(deps.redis, prefix, octokit, ref, `denied:${evt.sender.login}`, politeRefusal(evt.sender.login, triggerLabel));
+    return `refused: ${evt.sender.login} lacks write access`;
+  }
+  if (intent === 'ci') return ciCommand(evt, deps, octokit, ref);
+  if (intent === 'cancel') {
+    await acknowledge(octokit, ref, acknowledged(evt));
+    return cancelFollowups(fdeps, octokit, target!, evt.sender.login, evt.kind === 'pr_unlabeled' ? `the \`${triggerLabel}\` label was removed` : 'cancelled with `/lilypad cancel`');
+  }
+  if (!loaded.ok) {
+    await comment(octokit, ref, `**Lilypad** could not start: \`${loaded.source ?? CONFIG_PATH}\` is not valid.\n\n${loaded.problems.map((p) => `- ${p}`).join('\n')}\n\nFix the file, then comment \`/lilypad\` again.`);
+    return 'refused: invalid configuration';
+  }
+  await acknowledge(octokit, ref, acknowledged(evt));
+  return requestFollowup(fdeps, octokit, target!, {
+    by: evt.sender.login,
+    instructions: command?.kind === 'revise' ? command.instructions : '',
+    trigger: evt.kind === 'review' ? 'review' : evt.kind === 'review_comment' ? 'review_comment' : 'comment',
+    ...(evt.commentId !== undefined ? { commentId: evt.commentId } : {}),
+    ...(evt.reviewId !== undefined ? { reviewId: evt.reviewId } : {}),
+    deliveryId: evt.deliveryId,
+    at: evt.receivedAt,
+  });
+}
