@@ -38,7 +38,7 @@ const RUN_DEADLINE = 150_000;
 const REACTION_DEADLINE = 15_000;
 const DOCSTRING_EDIT = { file_path: 'calc.py', old_string: 'def add(a, b):\n', new_string: 'def add(a, b):\n    """Return the sum of a and b."""\n' };
 
-describe('review loop', { skip: process.env['LILYPAD_REVIEW_LOOP'] !== '1' && 'the review loop is being built' }, () => {
+describe('review loop', () => {
   const book: ScriptBook = {};
   let app: AppHarness;
 
@@ -240,6 +240,34 @@ describe('review loop', { skip: process.env['LILYPAD_REVIEW_LOOP'] !== '1' && 't
     assert.match(app.gh.readFile(OWNER, 'loop', pr.head.ref, 'calc.py') ?? '', /"""Return the sum of a and b\."""/);
     assert.ok(final.includes(head1.slice(0, 7)));
     assert.ok(userText(s.task(0)!).includes('add a docstring to add()'), 'the instruction reached the model');
+    assertHandsOff('loop', pr);
+  });
+
+  test('the head moves while a follow-up runs: its push is refused by the lease, and it runs once more on the new head', async () => {
+    const gate = new Gate();
+    const s = script('Review loop: head moved', async (turn, _body, run) => {
+      if (run === 0 && turn === 0) await gate.wait;
+      if (turn === 0) return { toolCalls: [{ name: 'Write', arguments: { file_path: 'NOTES.md', content: `notes from run ${run + 1}\n` } }] };
+      return { content: `Wrote the notes (run ${run + 1}).` };
+    });
+    const { pr } = await openLilypadPr(s);
+    let personal = '';
+    try {
+      await send('issue_comment', app.gh.commentOnPullRequest(OWNER, 'loop', pr.number, '/lilypad write some notes', 'alice'));
+      await waitFor(() => s.calls.some((c) => c.run === 0), 'the follow-up to call the model', RUN_DEADLINE);
+      // While the agent works on the old head, a person pushes to the branch.
+      personal = app.gh.createBranch(OWNER, 'loop', pr.head.ref, { 'CHANGELOG.md': '- pushed meanwhile\n' }, { author: 'walt', message: 'Push while Lilypad works' });
+    } finally {
+      gate.open();
+    }
+    const final = await followupEnds('loop', pr);
+    assert.match(final, /Done/);
+    assert.equal(s.followUpRuns, 2, 'the follow-up ran once more, on the new head');
+    const head = headOf('loop', pr)!;
+    assert.equal(parentOf(app.gh, OWNER, 'loop', head), personal, "the commit sits on top of the person's push");
+    assert.equal(app.gh.readFile(OWNER, 'loop', head, 'CHANGELOG.md'), '- pushed meanwhile\n');
+    assert.equal(app.gh.readFile(OWNER, 'loop', head, 'NOTES.md'), 'notes from run 2\n');
+    assert.equal(replies('loop', pr).length, 1, 'one status reply for the follow-up');
     assertHandsOff('loop', pr);
   });
 
