@@ -8,7 +8,7 @@ export interface PullRequestBodyInput {
   files: Array<{ path: string; added: number | null; removed: number | null }>;
   dropped: Array<{ path: string; reason: string }>;
   tests: { before: TestOutcome | null; after: TestOutcome | null } | null;
-  run: { model: string; steps: number; promptTokens: number; completionTokens: number; seconds: number; exitReason: string; image: string; runId: string };
+  run: { model: string; steps: number; promptTokens: number; completionTokens: number; seconds: number; exitReason: string; image: string; runId: string; runUrl?: string | undefined };
   incomplete: boolean;
   warnings: string[];
   /** Lilypad's commits carry [skip ci] until a writer releases them. */
@@ -51,7 +51,8 @@ export function renderPullRequestBody(input: PullRequestBodyInput): string {
   const r = input.run;
   parts.push(
     `### Run\n\n| model | steps | tokens (prompt / completion) | time | exit reason | image |\n|---|---|---|---|---|---|\n` +
-      `| \`${r.model}\` | ${r.steps} | ${r.promptTokens} / ${r.completionTokens} | ${formatSeconds(r.seconds)} | \`${r.exitReason}\` | \`${r.image}\` |`,
+      `| \`${r.model}\` | ${r.steps} | ${r.promptTokens} / ${r.completionTokens} | ${formatSeconds(r.seconds)} | \`${r.exitReason}\` | \`${r.image}\` |` +
+      (r.runUrl ? `\n\nEvery step the agent took, what it ran and what the tests said: [the run page](${r.runUrl}).` : ''),
   );
   if (input.ciHeld) {
     parts.push(

@@ -26,7 +26,7 @@ export function whyUnfinished(exitReason: string): string {
   return `the budget ran out (\`${exitReason}\`)`;
 }
 
-export function renderStatus(s: StatusState, triggeredBy?: string, slot?: string): string {
+export function renderStatus(s: StatusState, triggeredBy?: string, slot?: string, runUrl?: string): string {
   const who = triggeredBy ? ` (requested by @${triggeredBy})` : '';
   let text: string;
   switch (s.state) {
@@ -63,6 +63,7 @@ export function renderStatus(s: StatusState, triggeredBy?: string, slot?: string
       text = `🚫 **Cancelled**${s.by ? ` by @${s.by}` : ''}${s.why ? `: ${s.why}` : '.'}`;
       break;
   }
+  if (runUrl && s.state !== 'queued') text += ` [See the run](${runUrl}).`;
   if (slot) return `${FOLLOWUP_MARKER}\n**Lilypad** · ${text}\n\n<sub>Comment \`/lilypad <instructions>\` or request changes to revise again; \`/lilypad cancel\` stops a run.</sub>`;
   return `${STATUS_MARKER}\n**Lilypad** · ${text}\n\n<sub>Label the issue or comment \`/lilypad\` to run again; remove the label or comment \`/lilypad cancel\` to stop.</sub>`;
 }
@@ -89,8 +90,8 @@ export class StatusComments {
    * Writes the status. Without `slot`: the issue's one status comment. With one: that follow-up
    * run's status reply on the pull request (`ref` is the pull request), created on first use.
    */
-  async set(client: GitHubClient, ref: IssueRef, state: StatusState, triggeredBy?: string, slot?: string): Promise<void> {
-    const body = this.scanner.redact(renderStatus(state, triggeredBy, slot));
+  async set(client: GitHubClient, ref: IssueRef, state: StatusState, triggeredBy?: string, slot?: string, runUrl?: string): Promise<void> {
+    const body = this.scanner.redact(renderStatus(state, triggeredBy, slot, runUrl));
     const key = this.key(ref, slot);
     await withRedisLock(this.redis, `${key}:lock`, { ttlMs: 15_000, waitMs: 5_000 }, async () => {
       let id = Number(await this.redis.get(key)) || (slot ? 0 : await this.find(client, ref));

@@ -2,6 +2,7 @@ import { prepareIssue } from '../agent/prompt.ts';
 import { quoteUntrusted, renderPullRequestBody } from '../github/pull-request-body.ts';
 import { renderRevisions, testWord, withRevisions, type Revision } from '../github/revisions.ts';
 import { pinText, runJobId } from '../queue/jobs.ts';
+import { runLinkFor } from '../web/urls.ts';
 import { CancelledError } from '../sandbox/errors.ts';
 import type { JobContext, RunJobOutcome } from './job-context.ts';
 import { releaseJob } from './job-context.ts';
@@ -57,6 +58,7 @@ export async function runIssueJob(ctx: JobContext): Promise<RunJobOutcome> {
         exitReason: agent.exitReason,
         image: run.image,
         runId: ctx.runId,
+        runUrl: runLinkFor(deps.env, ctx.runId),
       },
       incomplete,
       warnings: [...agent.warnings],

@@ -12,6 +12,7 @@ import { SecretScanner } from '../observability/secrets.ts';
 import type { CancelBus, CancelRequest } from '../queue/cancel-bus.ts';
 import { finishingKey, type RunJob } from '../queue/jobs.ts';
 import type { RunQueue } from '../queue/run-queue.ts';
+import { runLinkFor } from '../web/urls.ts';
 import { classifyFailure } from './failures.ts';
 import { followupEnded, type FollowupTarget } from './followups.ts';
 import { runFollowupJob } from './followup-job.ts';
@@ -83,6 +84,8 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
   const ref: IssueRef = { owner: data.owner, repo: data.repo, issueNumber: data.kind === 'followup' ? data.pullNumber! : data.issueNumber };
   // Tokens for this one repository, minted afresh whenever the one in hand is close to expiring.
   const tokens = new RepoTokens(deps.github, data.installationId, data.repo);
+  const runId = `${run.id}-${Date.now().toString(36)}`;
+  const runUrl = runLinkFor(env, runId);
   const status = new RunStatus({
     comments: deps.status,
     client: async () => (await deps.github.installation(data.installationId)) as unknown as GitHubClient,
@@ -94,8 +97,9 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
     triggeredBy: data.triggeredBy,
     log,
     ...(data.statusSlot ? { slot: data.statusSlot } : {}),
+    ...(runUrl ? { runUrl } : {}),
   });
-  const runId = `${run.id}-${Date.now().toString(36)}`;
+
   const recorder = deps.runStore.recorder(
     { runId, jobId: run.id, owner: data.owner, repo: data.repo, repoId: data.repoId, issueNumber: ref.issueNumber, triggeredBy: data.triggeredBy, attempt: run.attempt, workerId: deps.workerId },
     new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, deps.github.opts.privateKey]),

@@ -26,6 +26,8 @@ export class RunStatus {
       triggeredBy: string;
       /** A follow-up run's status reply (see StatusComments.set); absent: the status comment. */
       slot?: string;
+      /** The run's page, linked from the status once the run has started. */
+      runUrl?: string;
       log: Logger;
     },
   ) {}
@@ -60,10 +62,10 @@ export class RunStatus {
       .then(async () => {
         if (!isFinal && this.finalState) return;
         try {
-          await this.deps.comments.set(await this.deps.client(), this.deps.ref, state, this.deps.triggeredBy, this.deps.slot);
+          await this.deps.comments.set(await this.deps.client(), this.deps.ref, state, this.deps.triggeredBy, this.deps.slot, this.deps.runUrl);
         } catch (err) {
           if (statusOf(err) !== 401) throw err;
-          await this.deps.comments.set(await this.deps.freshClient(), this.deps.ref, state, this.deps.triggeredBy, this.deps.slot);
+          await this.deps.comments.set(await this.deps.freshClient(), this.deps.ref, state, this.deps.triggeredBy, this.deps.slot, this.deps.runUrl);
         }
       })
       .catch((err: unknown) => this.deps.log.warn({ err: (err as Error).message, state: state.state }, 'status update failed'));

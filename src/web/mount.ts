@@ -1,3 +1,4 @@
+import { publicUrlOf } from './urls.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Queue } from 'bullmq';
 import type { Env } from '../config/env.ts';
@@ -16,9 +17,6 @@ export interface WebExtras {
 }
 
 /** Where people reach the web role: LILYPAD_PUBLIC_URL, else http://<HOST or localhost>:<PORT>. */
-export function publicUrlOf(env: Env): string {
-  return env.LILYPAD_PUBLIC_URL ?? `http://${env.HOST ?? 'localhost'}:${env.PORT}`;
-}
 
 /** The web role's additions to the webhook server: GET /metrics (bearer token) and the run pages. */
 export function mountWebExtras(env: Env, redisUrl: string, logger: Logger): WebExtras {

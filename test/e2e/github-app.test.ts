@@ -3,10 +3,13 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createDockerClient } from '../../src/sandbox/sandbox.ts';
+import { Redis } from 'ioredis';
+import { RunStore } from '../../src/observability/run-store.ts';
 import { CALC_REPO } from '../support/fixture-repo.ts';
 import { startApp, titleOf, waitFor, type AppHarness, type ScriptBook } from '../support/app-harness.ts';
 
 const docker = createDockerClient();
+const runsRedis = new Redis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 3 });
 const OWNER = 'acme';
 const CONFIG = 'test: python3 -m unittest -q\n';
 
@@ -69,6 +72,11 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     (await docker.listContainers({ all: true, filters: { label: [`dev.lilypad.issue=${OWNER}/${repo}#${n}`, `dev.lilypad.worker=${app.prefix}`] } })).length;
   const prsFor = (repo: string, n: number) => app.gh.pulls(OWNER, repo).filter((p) => p.head.ref === `lilypad/issue-${n}`);
   const chatsFor = (title: string) => app.model.chatRequests().filter((b) => titleOf(b) === title);
+  /** Waits until the worker has handled a delivery (its "event handled" log line): after that, nothing more comes of it. */
+  const handled = async (delivery: Promise<{ deliveryId: string }>) => {
+    const { deliveryId } = await delivery;
+    await waitFor(() => app.logs().split('\n').some((l) => l.includes(`"delivery":"${deliveryId}"`) && l.includes('event handled')), `delivery ${deliveryId} to be handled`, 30_000);
+  };
 
   before(async () => {
     app = await startApp({ book });
@@ -90,6 +98,7 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
   });
   after(async () => {
     await app?.stop();
+    runsRedis.disconnect();
   });
 
   test('a maintainer labels an issue: a tested draft pull request appears, with the right diff, body, labels and reviewer', async () => {
@@ -138,6 +147,16 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     assert.deepEqual(disk, [], 'no token in files under the data dir (mirrors, runs, trajectories)');
     assert.match(observations, /Exit code: \d+\\nSTDOUT:/);
     assert.equal(await containersFor('calc', n), 0, 'the sandbox is gone');
+
+    // The run's record for the run pages is in Redis: outcome, steps, the pull request, the diff.
+    const store = new RunStore(runsRedis, { prefix: app.prefix, retentionDays: 30, maxBytes: 8 << 20 });
+    await waitFor(async () => (await store.list()).some((r) => r.issueNumber === n && r.outcome === 'pull_request'), 'the run record', 10_000);
+    const summary = (await store.list()).find((r) => r.issueNumber === n)!;
+    assert.equal(summary.pr?.number, pr.number);
+    assert.ok(summary.steps >= 2);
+    const loaded = await store.load(summary.runId);
+    assert.ok(loaded, 'the whole record loads');
+    assert.match(JSON.stringify(loaded), /return a \+ b/, 'the diff is in the record');
 
     // The job's tokens were scoped to this one repository, with only what a job needs, and revoked
     // (revocation follows the final status edit, which needs a live token).
@@ -192,10 +211,8 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
 
   test('someone without write access triggers nothing and gets one polite reply', async () => {
     const n = newIssue('Visitor wants a fix');
-    await app.send('issues', app.gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'bob'));
-    await app.send('issue_comment', app.gh.commentOnIssue(OWNER, 'calc', n, '/lilypad', 'bob'));
-    await waitFor(() => app.gh.comments(OWNER, 'calc', n).some((c) => /write, maintain or admin/.test(c.body)), 'the polite reply');
-    await new Promise((r) => setTimeout(r, 1500));
+    await handled(app.send('issues', app.gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'bob')));
+    await handled(app.send('issue_comment', app.gh.commentOnIssue(OWNER, 'calc', n, '/lilypad', 'bob')));
     const replies = app.gh.comments(OWNER, 'calc', n).filter((c) => /write, maintain or admin/.test(c.body));
     assert.equal(replies.length, 1);
     assert.match(replies[0]!.body, /@bob/);
@@ -206,8 +223,7 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
   test('a bot is ignored unless the configuration allows it', async () => {
     const n = newIssue('Bot wants a fix');
     app.gh.addCollaborator(OWNER, 'calc', 'dependabot[bot]', 'write');
-    await app.send('issues', app.gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'dependabot[bot]'));
-    await new Promise((r) => setTimeout(r, 2000));
+    await handled(app.send('issues', app.gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'dependabot[bot]')));
     assert.equal(app.gh.comments(OWNER, 'calc', n).filter((c) => c.user.login !== 'alice').length, 0);
   });
 
@@ -264,8 +280,7 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
 
   test("a repository without its own file uses the organisation's .github configuration", async () => {
     const n = newIssue('Org default config', 'orgdefault');
-    await app.send('issues', app.gh.labelIssue(OWNER, 'orgdefault', n, 'lilypad', 'alice'));
-    await new Promise((r) => setTimeout(r, 1500));
+    await handled(app.send('issues', app.gh.labelIssue(OWNER, 'orgdefault', n, 'lilypad', 'alice')));
     assert.equal(status('orgdefault', n), undefined, 'the default label is not the trigger here');
     await app.send('issues', app.gh.labelIssue(OWNER, 'orgdefault', n, 'ai-fix', 'alice'));
     await statusSays('orgdefault', n, /Done/);

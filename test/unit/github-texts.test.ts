@@ -82,3 +82,42 @@ test('intents: the trigger label starts, its removal, close and /lilypad cancel 
   assert.equal(intentOf(evt({ kind: 'comment', commentBody: '/lilypadding' }), 'x').kind, 'ignore');
   assert.equal(intentOf(evt({ kind: 'comment', commentBody: 'please /lilypad' }), 'x').kind, 'ignore');
 });
+
+test('the run page is linked from the status (once running) and from the pull request body, when run pages are on', () => {
+  const url = 'https://lilypad.example.test/runs/run-1-abc';
+  assert.match(renderStatus({ state: 'running', step: 3 }, 'alice', undefined, url), /\[See the run\]\(https:\/\/lilypad\.example\.test\/runs\/run-1-abc\)/);
+  assert.doesNotMatch(renderStatus({ state: 'queued', position: 1 }, 'alice', undefined, url), /See the run/);
+  assert.doesNotMatch(renderStatus({ state: 'running', step: 3 }, 'alice'), /See the run/);
+  const withLink = renderPullRequestBody({ ...base, run: { ...base.run, runUrl: url } });
+  assert.ok(withLink.includes(`[the run page](${url})`));
+  assert.ok(!renderPullRequestBody(base).includes('the run page'));
+});
+
+test('follow-up status replies carry their own marker and name the commit', () => {
+  const text = renderStatus({ state: 'revised', sha: 'abcdef1234567890', commitUrl: 'http://x/commit/abcdef1', incomplete: false, exitReason: 'agent', threads: 2 }, 'walt', 'followup-1');
+  assert.ok(text.startsWith('<!-- lilypad:followup -->'));
+  assert.match(text, /Done.*`abcdef1`.*replied in 2 review thread/);
+  assert.ok(!text.includes(STATUS_MARKER));
+});
+
+test('the Revisions section is added before the closing notice, then replaced in place', async () => {
+  const { renderRevisions, withRevisions } = await import('../../src/github/revisions.ts');
+  const row = { trigger: 'label by @alice', sha: '1111111aaaa', testsBefore: '❌ failed', testsAfter: '✅ passed', steps: 3, tokens: 900, seconds: 12 };
+  const body = renderPullRequestBody(base);
+  const once = withRevisions(body, renderRevisions([row], (s) => `http://x/commit/${s}`));
+  assert.ok(once.indexOf('### Revisions') < once.indexOf(MACHINE_WRITTEN_NOTICE));
+  const twice = withRevisions(once, renderRevisions([row, { ...row, trigger: 'review by @walt', sha: '2222222bbbb' }], (s) => `http://x/commit/${s}`));
+  assert.equal(twice.match(/### Revisions/g)?.length, 1);
+  assert.match(twice, /\| 2 \| review by @walt \| \[`2222222`\]/);
+});
+
+test('/lilypad commands on a pull request: ci, cancel, or instructions', async () => {
+  const { parseCommand } = await import('../../src/pipeline/triggers.ts');
+  assert.deepEqual(parseCommand('/lilypad ci'), { kind: 'ci' });
+  assert.deepEqual(parseCommand('  /lilypad cancel please'), { kind: 'cancel' });
+  assert.deepEqual(parseCommand('/lilypad rename x to total'), { kind: 'revise', instructions: 'rename x to total' });
+  assert.deepEqual(parseCommand('/lilypad'), { kind: 'revise', instructions: '' });
+  assert.deepEqual(parseCommand('/lilypad ci is flaky, please retry the fetch'), { kind: 'revise', instructions: 'ci is flaky, please retry the fetch' });
+  assert.equal(parseCommand('please /lilypad'), null);
+  assert.equal(parseCommand('/lilypadding'), null);
+});
