@@ -182,10 +182,20 @@ test('takeOver() kills what the agent left running and spares the container', as
   const sb = await Sandbox.create(docker, opts(uniq('reap')));
   try {
     await sb.tool('Bash', JSON.stringify({ command: '(while true; do date >> /testbed/ticks; sleep 0.1; done) > /dev/null 2>&1 &' }), 60);
+    // The processes that can still write the file: those whose command line names it (this one excepted).
+    const writers = async () =>
+      Number(
+        (
+          await sb.exec([
+            'python3',
+            '-c',
+            "import os\nn=0\nfor p in filter(str.isdigit, os.listdir('/proc')):\n  try: n += p != str(os.getpid()) and b'/testbed/ticks' in open('/proc/'+p+'/cmdline','rb').read()\n  except OSError: pass\nprint(n)",
+          ])
+        ).stdout.toString(),
+      );
+    assert.ok((await writers()) >= 1, 'the loop runs');
     assert.ok((await sb.takeOver()) >= 1, 'the loop was found and killed');
-    const size = (await sb.exec(['stat', '-c', '%s', '/testbed/ticks'])).stdout.toString();
-    await new Promise((r) => setTimeout(r, 400));
-    assert.equal((await sb.exec(['stat', '-c', '%s', '/testbed/ticks'])).stdout.toString(), size, 'nothing writes any more');
+    assert.equal(await writers(), 0, 'nothing is left that writes');
     assert.equal((await sb.tool('Bash', JSON.stringify({ command: 'echo alive' }), 60)).observation, 'Exit code: 0\nSTDOUT:\nalive\n\nSTDERR:\n');
   } finally {
     await sb.destroy();

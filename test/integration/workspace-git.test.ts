@@ -10,6 +10,7 @@ import { git, GitError } from '../../src/workspace/git.ts';
 import { cloneLocalRepository } from '../../src/workspace/local-clone.ts';
 import { checkoutFromMirror, mirrorPath, updateMirror } from '../../src/workspace/mirror.ts';
 import { prepareChange, pushBranch } from '../../src/workspace/publish.ts';
+import { waitFor } from '../support/app-harness.ts';
 
 // Fixture git runs with a clean, explicit environment (never the hostile one some tests set up).
 const CLEAN_ENV = { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: os.tmpdir(), GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
@@ -228,7 +229,8 @@ describe('host git: isolation from the operator and the repository', () => {
         (err: unknown) => err instanceof GitError && /timed out after/.test(err.message),
       );
       assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
-      await new Promise((r) => setTimeout(r, 200));
+      // A killed process disappears once it is reaped: give that a short deadline, not a fixed pause.
+      await waitFor(() => processesMentioning(server.url).length === 0, 'git and its remote helper to be gone', 3000).catch(() => undefined);
       assert.deepEqual(processesMentioning(server.url), [], 'git and its remote helper must be gone');
     } finally {
       await server.close();

@@ -40,6 +40,14 @@ async function completeFails(c: ModelClient, signal?: AbortSignal): Promise<{ er
   assert.fail('complete() should have thrown');
 }
 
+async function waitFor(pred: () => boolean, what: string, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 function asModelError(err: unknown): ModelError {
   assert.ok(err instanceof ModelError, `expected a ModelError, got ${String(err)}`);
   return err;
@@ -182,14 +190,18 @@ for (const flavour of FLAVOURS) {
     test('abort while waiting for the model throws CancelledError and sends nothing more', async () => {
       await withServer({ flavour, script: [{ hang: true }, { content: 'never reached' }] }, async (server) => {
         const ac = new AbortController();
-        setTimeout(() => ac.abort(new Error('stop requested')), 100);
         const started = Date.now();
-        const { err, retries } = await completeFails(client(server), ac.signal);
+        const failing = completeFails(client(server), ac.signal);
+        await waitFor(() => server.chatRequests().length === 1, 'the request to reach the server', 5000);
+        ac.abort(new Error('stop requested'));
+        const { err, retries } = await failing;
         assert.ok(err instanceof CancelledError, `expected CancelledError, got ${String(err)}`);
         assert.ok(Date.now() - started < 3000);
         assert.deepEqual(retries, []);
-        await new Promise((r) => setTimeout(r, 50));
-        assert.equal(server.chatRequests().length, 1);
+        // Nothing more was sent: the script's next reply is still there for a request made now.
+        const { outcome } = await complete(client(server, { maxRetries: 0 }));
+        assert.equal(outcome.kind === 'ok' ? outcome.completion.choices[0]?.message.content : outcome.kind, 'never reached');
+        assert.equal(server.chatRequests().length, 2);
       });
     });
 
@@ -200,7 +212,8 @@ for (const flavour of FLAVOURS) {
         const retries: RetryRecord[] = [];
         const p = client(server).complete(BODY, ac.signal, (r) => {
           retries.push(r);
-          setTimeout(() => ac.abort(), 50);
+          // The backoff starts right after this callback returns: abort on the next turn of the event loop.
+          setImmediate(() => ac.abort());
         });
         await assert.rejects(p, CancelledError);
         assert.ok(Date.now() - started < 3000);

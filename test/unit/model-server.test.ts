@@ -3,6 +3,14 @@ import assert from 'node:assert/strict';
 import { startModelServer } from '../support/model-server.ts';
 import type { ModelServer, ModelServerOptions } from '../support/model-server.ts';
 
+async function waitFor(pred: () => boolean, what: string, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 interface Answer {
   status: number;
   headers: Headers;
@@ -425,7 +433,7 @@ test('script as a function gets the parsed body and the index; async allowed', a
       flavour: 'vllm',
       script: async ({ body, index }) => {
         seen.push(index);
-        await new Promise((r) => setTimeout(r, 5));
+        await new Promise((r) => setImmediate(r)); // really asynchronous: the reply waits for a later turn of the event loop
         const last = body.messages[body.messages.length - 1];
         if (index === 1) return { error: 'context_length', inputTokens: 9, contextLength: 8 };
         return { content: `#${index}: ${String(last?.content)}` };
@@ -460,9 +468,7 @@ test('close() ends a hanging request and keep-alive sockets', { timeout: 5000 },
   const warm = await chat(server, simpleRequest); // leaves a keep-alive socket open
   assert.equal(warm.status, 200);
   const pending = chat(server, simpleRequest);
-  // wait until the hanging request has arrived
-  for (let i = 0; i < 100 && server.chatRequests().length < 2; i++) await new Promise((r) => setTimeout(r, 10));
-  assert.equal(server.chatRequests().length, 2);
+  await waitFor(() => server.chatRequests().length === 2, 'the hanging request to arrive', 2000);
   const started = Date.now();
   await server.close();
   await assert.rejects(pending);
@@ -473,7 +479,7 @@ test('close() ends a hanging request and keep-alive sockets', { timeout: 5000 },
 test('close() during a delayed reply does not hang', { timeout: 5000 }, async () => {
   const server = await startModelServer({ script: [{ content: 'late', delayMs: 60_000 }] });
   const pending = chat(server, simpleRequest);
-  for (let i = 0; i < 100 && server.chatRequests().length < 1; i++) await new Promise((r) => setTimeout(r, 10));
+  await waitFor(() => server.chatRequests().length === 1, 'the request to arrive', 2000);
   await server.close();
   await assert.rejects(pending);
 });

@@ -32,6 +32,14 @@ after(async () => {
   await new Promise<void>((r) => server.close(() => r()));
 });
 
+async function waitFor(pred: () => boolean, what: string, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 /** A POST whose body is written in `parts` (each `bytes` long, `gapMs` apart); resolves with the status. */
 function post(url: string, parts: number, bytes: number, opts: { gapMs?: number; contentLength?: number; firstBytes?: number } = {}): Promise<{ status: number | null; body: string }> {
   return new Promise((resolve) => {
@@ -82,8 +90,15 @@ describe('createLimitedServer', () => {
 
   test('bodies read at the same time share one budget: past it, 503', async () => {
     // The first holds 60 KB while it trickles on; the second would take the total past 100 KB.
+    let slowBytes = 0;
+    const watch = (req: http.IncomingMessage) => {
+      // Registered after the server's own listener: it sees each chunk after the budget counted it.
+      if (req.url === '/slow') req.on('data', (chunk: Buffer) => void (slowBytes += chunk.length));
+    };
+    server.on('request', watch);
     const slow = post('/slow', 10, 1024, { firstBytes: 60 * 1024, gapMs: 100 });
-    await new Promise((r) => setTimeout(r, 300));
+    await waitFor(() => slowBytes >= 60 * 1024, 'the server to hold the first 60 KB of /slow', 5000);
+    server.off('request', watch);
     const second = await post('/second', 1, 60 * 1024);
     assert.equal(second.status, 503);
     assert.equal((await slow).status, 200);

@@ -149,8 +149,8 @@ function bigPost(url: string, totalMb: number, chunked: boolean): Promise<BigPos
       const ok = await signedWebhook();
 
       // The server's headers timeout (10 s, checked every second) closes every drip.
-      const until = Date.now() + 20_000;
-      while (closedAt.length < 100 && Date.now() < until) await new Promise((r) => setTimeout(r, 250));
+      // On a timeout the row below reports how many were closed.
+      await waitFor(() => closedAt.length === 100, 'the server to close every drip', 20_000).catch(() => undefined);
       return {
         observed: `signed webhook: HTTP ${ok.status} in ${ok.ms} ms; ${closedAt.length} of 100 drips closed by the server, the last after ${Math.max(...closedAt)} ms`,
         pass: ok.status >= 200 && ok.status < 300 && ok.ms < 3000 && closedAt.length === 100 && Math.max(...closedAt) < 15_000,
@@ -170,10 +170,9 @@ function bigPost(url: string, totalMb: number, chunked: boolean): Promise<BigPos
 
   faultTest('an uncaught exception and an unhandled rejection inside the process', 'both logged with their error; the process keeps serving', async () => {
     process.kill(pid(), 'SIGUSR2');
-    const until = Date.now() + 10_000;
-    while (!(app.logs().includes('planted uncaught exception') && app.logs().includes('planted unhandled rejection')) && Date.now() < until) {
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    // On a timeout the row below says which one is missing.
+    const planted = () => app.logs().includes('planted uncaught exception') && app.logs().includes('planted unhandled rejection');
+    await waitFor(planted, 'both planted errors in the log', 10_000).catch(() => undefined);
     const lines = app.logs().split('\n').filter((l) => l.includes('planted'));
     const exception = lines.some((l) => /uncaught exception/.test(l) && /"stack"/.test(l));
     const rejection = lines.some((l) => /unhandled promise rejection/.test(l) && /planted unhandled rejection/.test(l));

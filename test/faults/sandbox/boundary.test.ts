@@ -228,13 +228,19 @@ faultTest(
     const sb = await Sandbox.create(docker, options(uniq('escaper')));
     try {
       await put(sb, '/tmp/escaper.py', script('escaper.py'));
-      await bash(sb, 'python3 /tmp/escaper.py; sleep 0.3; wc -l < /testbed/ticks');
+      // Wait (up to 10 s) until the daemon has written a few ticks: it runs before the take-over.
+      const ticking = await bash(sb, 'python3 /tmp/escaper.py; for i in $(seq 200); do [ "$(cat /testbed/ticks 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.05; done; cat /testbed/ticks | wc -l');
+      const before = Number(/STDOUT:\n(\d+)/.exec(ticking.observation)?.[1] ?? 0);
       const found = await sb.takeOver();
       const size = (await sb.exec(['stat', '-c', '%s', '/testbed/ticks'])).stdout.toString().trim();
-      await new Promise((r) => setTimeout(r, 300));
-      const later = (await sb.exec(['stat', '-c', '%s', '/testbed/ticks'])).stdout.toString().trim();
+      // No process of the agent uid left means nothing can write the file any more; the size is read
+      // again after that check as a cross-check.
       const procs = await agentProcs(sb);
-      return { observed: `${found} agent process(es) killed; ${procs} left; ticks file ${size} -> ${later} bytes`, pass: procs === 0 && size === later && found >= 1 };
+      const later = (await sb.exec(['stat', '-c', '%s', '/testbed/ticks'])).stdout.toString().trim();
+      return {
+        observed: `${before} tick(s) before; ${found} agent process(es) killed; ${procs} left; ticks file ${size} -> ${later} bytes`,
+        pass: before >= 3 && procs === 0 && size === later && found >= 1,
+      };
     } finally {
       await sb.destroy();
     }
