@@ -39,6 +39,11 @@ export interface AgentRunInput {
   trajectory: TrajectorySink;
   signal?: AbortSignal | undefined;
   onProgress?: (p: AgentProgress) => void;
+  /**
+   * A sampling seed, sent only when given: best of k runs k attempts with different seeds. A single
+   * run sends exactly the request settings the model was trained with.
+   */
+  seed?: number | undefined;
 }
 
 export interface AgentUsage {
@@ -127,7 +132,7 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
 
     let outcome;
     try {
-      outcome = await input.client.complete(requestBody(input.model, messages, budgets), signal, (r) => {
+      outcome = await input.client.complete(requestBody(input.model, messages, budgets, input.seed), signal, (r) => {
         stepRetries.push(r);
         retries++;
       });
@@ -251,8 +256,9 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
 }
 
 /** The request exactly as Leaf sends it; the extra sampling fields go as top-level keys. */
-function requestBody(model: string, messages: Message[], budgets: AgentBudgets): Record<string, unknown> {
+function requestBody(model: string, messages: Message[], budgets: AgentBudgets, seed: number | undefined): Record<string, unknown> {
   return {
+    ...(seed !== undefined ? { seed } : {}),
     model,
     messages,
     tools: LEAF_TOOLS,

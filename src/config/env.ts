@@ -42,6 +42,7 @@ export const envSchema = z.object({
   LILYPAD_DATA_DIR: optionalText.transform((v) => v ?? path.join(os.homedir(), '.lilypad')),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   LILYPAD_MAX_STEPS: positiveInt(150),
+  LILYPAD_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(1),
   LILYPAD_MAX_CONTEXT_TOKENS: positiveInt(131072),
   LILYPAD_MAX_TOKENS_PER_TURN: positiveInt(8192),
   LILYPAD_MAX_WALL_SECONDS: positiveInt(3600),

@@ -28,6 +28,9 @@ export const repoConfigSchema = z
     // What starts a follow-up run on Lilypad's pull request besides `/lilypad <instructions>`:
     // changes_requested: also a submitted "changes requested" review; command: only the command.
     review_trigger: z.enum(['changes_requested', 'command']).default('changes_requested'),
+    // Best of k: k agent runs in parallel sandboxes, the tests (then agreement, then size) choose.
+    // Capped by the administrator's LILYPAD_MAX_ATTEMPTS.
+    attempts: z.number().int().min(1).max(10).default(1),
   })
   .strict();
 

@@ -13,6 +13,8 @@ export interface PullRequestBodyInput {
   warnings: string[];
   /** Lilypad's commits carry [skip ci] until a writer releases them. */
   ciHeld?: boolean;
+  /** Best of k: every attempt, the chosen one marked, and the rule that chose it. */
+  attempts?: { rows: Array<{ attempt: number; exitReason: string; testsAfter: string; steps: number; tokens: number; changedFiles: number; chosen: boolean; note: string }>; summary: string };
 }
 
 const MAX_BODY = 60_000;
@@ -54,6 +56,15 @@ export function renderPullRequestBody(input: PullRequestBodyInput): string {
       `| \`${r.model}\` | ${r.steps} | ${r.promptTokens} / ${r.completionTokens} | ${formatSeconds(r.seconds)} | \`${r.exitReason}\` | \`${r.image}\` |` +
       (r.runUrl ? `\n\nEvery step the agent took, what it ran and what the tests said: [the run page](${r.runUrl}).` : ''),
   );
+  if (input.attempts) {
+    const rows = input.attempts.rows.map(
+      (a) => `| ${a.attempt}${a.chosen ? ' ✔ chosen' : ''} | \`${a.exitReason}\` | ${a.testsAfter} | ${a.steps} | ${a.tokens} | ${a.changedFiles} | ${escapeMentions(a.note).replace(/\|/g, '\\|')} |`,
+    );
+    parts.push(
+      `### Attempts\n\nLilypad ran ${input.attempts.rows.length} attempts in parallel and published one. ${escapeMentions(input.attempts.summary)} The other attempts' patches are kept with the run.\n\n` +
+        `| attempt | exit reason | tests after | steps | tokens | files changed | note |\n|---|---|---|---|---|---|---|\n${rows.join('\n')}`,
+    );
+  }
   if (input.ciHeld) {
     parts.push(
       '### CI is on hold\n\nLilypad\'s commits carry `[skip ci]`, so no CI workflow has run this machine-written code (CI runs with the repository\'s secrets). ' +

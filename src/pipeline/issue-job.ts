@@ -63,6 +63,7 @@ export async function runIssueJob(ctx: JobContext): Promise<RunJobOutcome> {
       incomplete,
       warnings: [...agent.warnings],
       ciHeld: config.ci === 'hold',
+      ...(run.attempts ? { attempts: { rows: run.attempts.summaries, summary: run.attempts.selection.summary } } : {}),
     });
     const withTable = withRevisions(body, renderRevisions([revision], (sha) => `${ws.htmlUrl}/commit/${sha}`));
     const title = `${incomplete ? '[incomplete] ' : ''}Lilypad: ${text.title}`.slice(0, 250);

@@ -53,6 +53,8 @@ export interface SandboxSessionInput {
   signal?: AbortSignal | undefined;
   phase: <T>(name: string, fn: () => Promise<T>) => Promise<T>;
   onProgress?: ((p: AgentProgress) => void) | undefined;
+  /** The agent's sampling seed (best of k); absent for a single run. */
+  seed?: number | undefined;
 }
 
 export interface SandboxSessionResult {
@@ -120,6 +122,7 @@ async function runPhases(input: SandboxSessionInput, sandbox: Sandbox, network: 
   await sandbox.takeOver();
   const agent = await phase('agent', () =>
     runAgent({
+      ...(input.seed !== undefined ? { seed: input.seed } : {}),
       title: input.issue.title,
       body: input.issue.body,
       model: input.model,

@@ -1,4 +1,4 @@
-import { mkdir } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ModelClient } from '../../agent/model-client.ts';
 import { JsonlTrajectory } from '../../agent/trajectory.ts';
@@ -7,16 +7,33 @@ import type { RepoConfig } from '../../config/repo-config.ts';
 import { UserError } from '../failures.ts';
 import type { JobContext } from '../job-context.ts';
 import { runSandboxSession, type SandboxSessionResult } from '../sandbox-session.ts';
+import { selectAttempt, type Candidate, type Selection } from '../../eval/select.ts';
+import { testWord } from '../../github/revisions.ts';
 import { recheckPinnedText } from './validate.ts';
 
 /** Time kept back from the agent for the tests on the change and publishing. */
 const PUBLISH_RESERVE_S = 180;
 
 export interface SandboxRun {
+  /** The session whose patch is published (with best of k: the chosen attempt's). */
   session: SandboxSessionResult;
   model: string;
   image: string;
   startedAt: number;
+  /** Best of k (k > 1): every attempt, and why the chosen one was chosen. */
+  attempts?: { summaries: AttemptSummary[]; selection: Selection };
+}
+
+export interface AttemptSummary {
+  /** 1-based. */
+  attempt: number;
+  exitReason: string;
+  testsAfter: string;
+  steps: number;
+  tokens: number;
+  changedFiles: number;
+  chosen: boolean;
+  note: string;
 }
 
 /**
@@ -61,56 +78,122 @@ export async function runInSandbox(ctx: JobContext, config: RepoConfig, task: { 
     recorder.task(task.title, task.body);
     recorder.config({ repoConfig: config, model, image, budgets, testTimeoutSeconds });
     let lastStatusAt = 0;
-    const session = await runSandboxSession({
-      docker: deps.docker,
-      checkoutDir: checkout.dir,
-      baseCommit: checkout.baseCommit,
-      sandbox: {
-        image,
-        workdir: deps.env.LILYPAD_SANDBOX_WORKDIR,
-        user: deps.env.LILYPAD_SANDBOX_USER,
-        allowRootImage: deps.env.LILYPAD_ALLOW_ROOT_IMAGES,
-        memoryMb: deps.env.LILYPAD_SANDBOX_MEMORY_MB,
-        cpus: deps.env.LILYPAD_SANDBOX_CPUS,
-        pids: deps.env.LILYPAD_SANDBOX_PIDS,
-        diskMb: deps.env.LILYPAD_SANDBOX_DISK_MB,
-        maxLineBytes: deps.env.LILYPAD_TOOLBOX_MAX_LINE_MB * 1024 * 1024,
-      },
-      runId: ctx.runId,
-      workerId: deps.workerId,
-      labels: { ...deps.labels, 'dev.lilypad.issue': `${job.owner}/${job.repo}#${job.issueNumber}` },
-      setup: config.setup,
-      setupNetwork: deps.setupNetwork,
-      setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, deps.env.LILYPAD_SETUP_TIMEOUT_SECONDS),
-      testCommand: config.test,
-      testTimeoutSeconds,
-      issue: { title: task.title, body: task.body },
-      model,
-      client,
-      budgets,
-      trajectory,
-      signal: ctx.signal,
-      phase: async (name, fn) => {
-        if (name === 'tests_before' || name === 'tests_after') await status.phase({ state: 'testing', which: name === 'tests_before' ? 'before' : 'after' });
-        if (name === 'agent') {
-          await recheckPinnedText(ctx);
-          await status.phase({ state: 'running', step: 0, phase: 'the agent is starting' });
-        }
-        return ctx.step(name, fn);
-      },
-      onProgress: (p) => {
-        if (Date.now() - lastStatusAt < deps.env.LILYPAD_STATUS_INTERVAL_MS) return;
-        lastStatusAt = Date.now();
-        status.progress({ state: 'running', step: p.step, phase: `agent step ${p.step} of at most ${maxSteps}` });
-      },
-    });
-    if (task.warning) session.agent.warnings.push(task.warning);
-    recorder.tests('before', session.tests?.before ?? null);
-    recorder.tests('after', session.tests?.after ?? null);
-    for (const w of session.agent.warnings) recorder.warning(w);
-    return { session, model, image, startedAt };
+    const attempts = Math.min(config.attempts, deps.env.LILYPAD_MAX_ATTEMPTS);
+    // One attempt reports to the status and the run page as it goes; with best of k, the first.
+    const session = (attempt: number, sink: JsonlTrajectory) =>
+      runSandboxSession({
+        docker: deps.docker,
+        checkoutDir: checkout.dir,
+        baseCommit: checkout.baseCommit,
+        sandbox: {
+          image,
+          workdir: deps.env.LILYPAD_SANDBOX_WORKDIR,
+          user: deps.env.LILYPAD_SANDBOX_USER,
+          allowRootImage: deps.env.LILYPAD_ALLOW_ROOT_IMAGES,
+          memoryMb: deps.env.LILYPAD_SANDBOX_MEMORY_MB,
+          cpus: deps.env.LILYPAD_SANDBOX_CPUS,
+          pids: deps.env.LILYPAD_SANDBOX_PIDS,
+          diskMb: deps.env.LILYPAD_SANDBOX_DISK_MB,
+          maxLineBytes: deps.env.LILYPAD_TOOLBOX_MAX_LINE_MB * 1024 * 1024,
+        },
+        runId: attempts > 1 ? `${ctx.runId}-a${attempt}` : ctx.runId,
+        workerId: deps.workerId,
+        labels: { ...deps.labels, 'dev.lilypad.issue': `${job.owner}/${job.repo}#${job.issueNumber}` },
+        setup: config.setup,
+        setupNetwork: deps.setupNetwork,
+        setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, deps.env.LILYPAD_SETUP_TIMEOUT_SECONDS),
+        testCommand: config.test,
+        testTimeoutSeconds,
+        issue: { title: task.title, body: task.body },
+        model,
+        client,
+        budgets,
+        trajectory: sink,
+        signal: ctx.signal,
+        ...(attempts > 1 ? { seed: attempt } : {}),
+        phase: async (name, fn) => {
+          if (attempt > 1) return fn();
+          if (name === 'tests_before' || name === 'tests_after') await status.phase({ state: 'testing', which: name === 'tests_before' ? 'before' : 'after' });
+          if (name === 'agent') {
+            await recheckPinnedText(ctx);
+            await status.phase({ state: 'running', step: 0, phase: attempts > 1 ? `the agent is starting (${attempts} attempts in parallel)` : 'the agent is starting' });
+          }
+          return ctx.step(name, fn);
+        },
+        onProgress: (p) => {
+          if (attempt > 1 || Date.now() - lastStatusAt < deps.env.LILYPAD_STATUS_INTERVAL_MS) return;
+          lastStatusAt = Date.now();
+          status.progress({ state: 'running', step: p.step, phase: `agent step ${p.step} of at most ${maxSteps}${attempts > 1 ? ` (attempt 1 of ${attempts})` : ''}` });
+        },
+      });
+    if (attempts > 1) {
+      const best = await bestOfK(ctx, attempts, outDir, trajectory, session);
+      if (task.warning) best.session.agent.warnings.push(task.warning);
+      recordOutcome(ctx, best.session);
+      return { ...best, model, image, startedAt };
+    }
+    const one = await session(1, trajectory);
+    if (task.warning) one.agent.warnings.push(task.warning);
+    recordOutcome(ctx, one);
+    return { session: one, model, image, startedAt };
   } finally {
     await trajectory.close();
+  }
+}
+
+function recordOutcome(ctx: JobContext, session: SandboxSessionResult): void {
+  const recorder = ctx.deps.recorder;
+  recorder.tests('before', session.tests?.before ?? null);
+  recorder.tests('after', session.tests?.after ?? null);
+  for (const w of session.agent.warnings) recorder.warning(w);
+}
+
+/**
+ * Best of k: k attempts from the same checkout, each in its own sandbox with its own sampling
+ * seed, in parallel; the tests, then agreement among the attempts, then the smaller diff choose
+ * (src/eval/select.ts, the same rule `lilypad eval --select` measures). Every attempt's patch is
+ * kept with the run (LILYPAD_DATA_DIR/runs/<id>/attempt-N.diff), and every trajectory.
+ */
+async function bestOfK(
+  ctx: JobContext,
+  k: number,
+  outDir: string,
+  first: JsonlTrajectory,
+  session: (attempt: number, sink: JsonlTrajectory) => Promise<SandboxSessionResult>,
+): Promise<{ session: SandboxSessionResult; attempts: { summaries: AttemptSummary[]; selection: Selection } }> {
+  const sinks = [first, ...Array.from({ length: k - 1 }, (_, i) => new JsonlTrajectory(path.join(outDir, `trajectory-attempt-${i + 2}.jsonl`), ctx.scanner()))];
+  try {
+    const settled = await Promise.allSettled(sinks.map((sink, i) => session(i + 1, sink)));
+    const done = settled.flatMap((r, i) => (r.status === 'fulfilled' ? [{ i, result: r.value }] : []));
+    if (done.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
+    const candidates: Candidate[] = settled.map((r, i) => {
+      if (r.status === 'rejected') return { index: i, patch: null, testsPassed: null };
+      const after = r.value.tests?.after;
+      return { index: i, patch: r.value.patch?.diff.toString('utf8') ?? null, testsPassed: after ? after.outcome === 'passed' : null };
+    });
+    const selection = selectAttempt(candidates);
+    const winner = selection.winner ?? done[0]!.i;
+    for (const c of candidates) if (c.patch) await writeFile(path.join(outDir, `attempt-${c.index + 1}.diff`), c.patch);
+    const summaries: AttemptSummary[] = settled.map((r, i) => {
+      const verdict = selection.attempts.find((a) => a.index === i);
+      if (r.status === 'rejected') return { attempt: i + 1, exitReason: 'error', testsAfter: 'not run', steps: 0, tokens: 0, changedFiles: 0, chosen: false, note: `failed: ${(r.reason as Error).message}`.slice(0, 200) };
+      const a = r.value.agent;
+      return {
+        attempt: i + 1,
+        exitReason: a.exitReason,
+        testsAfter: testWord(r.value.tests?.after),
+        steps: a.steps,
+        tokens: a.usage.prompt_tokens + a.usage.completion_tokens,
+        changedFiles: (r.value.patch?.diff.toString('utf8').match(/^diff --git /gm) ?? []).length,
+        chosen: i === winner,
+        note: verdict?.note ?? '',
+      };
+    });
+    ctx.deps.recorder.warning(`best of ${k}: attempt ${winner + 1} chosen; ${selection.summary}`);
+    ctx.log.info({ winner: winner + 1, decidedBy: selection.decidedBy, k }, 'best of k');
+    return { session: (settled[winner] as PromiseFulfilledResult<SandboxSessionResult>).value, attempts: { summaries, selection } };
+  } finally {
+    for (const sink of sinks.slice(1)) await sink.close();
   }
 }
 
