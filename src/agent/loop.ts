@@ -29,7 +29,7 @@ export interface AgentProgress {
   lastTool?: string;
 }
 
-export interface AgentRunInput {
+interface AgentRunInput {
   title: string;
   body: string;
   model: string;
@@ -46,7 +46,7 @@ export interface AgentRunInput {
   seed?: number | undefined;
 }
 
-export interface AgentUsage {
+interface AgentUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;

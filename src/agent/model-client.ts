@@ -52,7 +52,7 @@ export interface ModelClientOptions {
   maxResponseBytes?: number;
 }
 
-export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
 /** The body went past maxResponseBytes; thrown from inside fetch, so the SDK hands it back as a cause. */
 class ResponseTooLargeError extends Error {

@@ -18,7 +18,7 @@ export function buildUserMessage(title: string, body: string): string {
 const INVISIBLE = /[\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF\u061C\u180E]|\uDB40[\uDC00-\uDC7F]/g;
 const HTML_COMMENT = /<!--[\s\S]*?(?:-->|$)/g;
 
-export interface SanitizedText {
+interface SanitizedText {
   text: string;
   removedComments: number;
   removedInvisible: number;

@@ -24,7 +24,7 @@
  * short at that point.
  */
 
-export interface ToolParameterSchema {
+interface ToolParameterSchema {
   type?: string | string[];
   [k: string]: unknown;
 }
@@ -34,7 +34,7 @@ export interface DeclaredTool {
   parameters: { properties?: Record<string, ToolParameterSchema> };
 }
 
-export interface RescuedCall {
+interface RescuedCall {
   name: string;
   /** A JSON object string, e.g. '{"file_path":"a.py"}'. */
   arguments: string;

@@ -3,7 +3,7 @@ import type { ChatCompletion } from 'openai/resources/chat/completions';
 import { hasToolCallMarkup, parseQwen3CoderToolCalls, type DeclaredTool } from './qwen3-coder-parser.ts';
 
 /** An assistant message as kept in history: only these fields, sent back unchanged every turn. */
-export interface StoredToolCall {
+interface StoredToolCall {
   id: string;
   type: 'function';
   function: { name: string; arguments: string };
@@ -20,7 +20,7 @@ export interface ToolMessage {
   content: string;
 }
 
-export interface InterpretedTurn {
+interface InterpretedTurn {
   message: StoredAssistantMessage;
   calls: StoredToolCall[];
   finishReason: string;
@@ -29,9 +29,9 @@ export interface InterpretedTurn {
   warnings: string[];
 }
 
-export const FIX_TOOL_PARSER =
+const FIX_TOOL_PARSER =
   'start SGLang with --tool-call-parser qwen3_coder (vLLM: --enable-auto-tool-choice --tool-call-parser qwen3_coder)';
-export const FIX_REASONING_PARSER = 'start the server with --reasoning-parser qwen3';
+const FIX_REASONING_PARSER = 'start the server with --reasoning-parser qwen3';
 
 interface WireMessage {
   content?: string | null;

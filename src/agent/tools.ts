@@ -6,7 +6,6 @@ import type { ChatCompletionFunctionTool } from 'openai/resources/chat/completio
  * same meaning and brevity. No `strict`, no defaults. Semantics live in src/sandbox/toolbox.py.
  */
 export const TOOL_NAMES = ['Read', 'Write', 'Edit', 'Glob', 'Bash'] as const;
-export type ToolName = (typeof TOOL_NAMES)[number];
 
 export const LEAF_TOOLS: readonly ChatCompletionFunctionTool[] = [
   {

@@ -23,7 +23,7 @@ export class GlobError extends Error {
 const PICOMATCH_OPTIONS: picomatch.PicomatchOptions = { dot: true, noextglob: true, nonegate: true };
 
 /** Default time for matching one batch of subjects against one set of patterns. */
-export const MATCH_BUDGET_MS = 2000;
+const MATCH_BUDGET_MS = 2000;
 
 interface CompiledGlob {
   pattern: string;
@@ -33,7 +33,7 @@ interface CompiledGlob {
 }
 
 /** A compiled list of patterns; `firstMatches` answers, per subject, which pattern matched first. */
-export interface GlobSet {
+interface GlobSet {
   readonly patterns: readonly string[];
   /** Index into `patterns` of the first pattern matching each subject, or -1. */
   firstMatches(subjects: readonly string[], budgetMs?: number): number[];

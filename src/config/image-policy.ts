@@ -4,7 +4,7 @@ import { compileImageGlobs } from './globs.ts';
  * LILYPAD_ALLOWED_IMAGES: comma-separated globs; blanks between commas are ignored. A comma inside
  * `{...}` belongs to the pattern (`{python,node}:*` is one pattern, not two).
  */
-export function parseImagePatterns(patterns: string): string[] {
+function parseImagePatterns(patterns: string): string[] {
   const out: string[] = [];
   let depth = 0;
   let current = '';

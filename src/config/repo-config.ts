@@ -6,7 +6,7 @@ import { z } from 'zod';
  */
 const command = z.string().trim().min(1, 'must be a non-empty command');
 
-export const repoConfigSchema = z
+const repoConfigSchema = z
   .object({
     trigger_label: z.string().trim().min(1).max(50).default('lilypad'),
     image: z.string().trim().min(1).optional(),

@@ -13,7 +13,7 @@ import { TOOL_NAMES } from '../agent/tools.ts';
  * The queue gauges are read from BullMQ at scrape time and are the same on every target: query
  * them with max().
  */
-export const metricsRegistry = new Registry();
+const metricsRegistry = new Registry();
 collectDefaultMetrics({ register: metricsRegistry });
 
 const SECONDS_BUCKETS = [0.05, 0.25, 1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400];
@@ -154,7 +154,7 @@ async function refreshQueueGauges(): Promise<void> {
 
 // ---------------------------------------------------------------- recording
 
-export type JobKind = 'run' | 'followup' | 'event';
+type JobKind = 'run' | 'followup' | 'event';
 
 /** A job reached its outcome (run: pull_request, no_change, stale, cancelled, failed, retried, handed_back). */
 export function jobFinished(kind: JobKind, outcome: string, seconds: number): void {
@@ -170,7 +170,7 @@ export function agentFinished(steps: number): void {
   agentSteps.observe(steps);
 }
 
-export type RetryReason = 'connection' | 'timeout' | 'rate_limited' | 'server_error';
+type RetryReason = 'connection' | 'timeout' | 'rate_limited' | 'server_error';
 
 export function modelRetried(reason: RetryReason): void {
   modelRetries.inc({ reason });

@@ -29,7 +29,7 @@ const usageSchema = z.object({
   cached_tokens: z.number().optional(),
 });
 
-export const stepRecordSchema = z.object({
+const stepRecordSchema = z.object({
   step: z.number().int(),
   started_at: z.string(),
   model_ms: z.number(),
@@ -51,7 +51,7 @@ export const stepRecordSchema = z.object({
   error: z.string().optional(),
 });
 
-export const testOutcomeSchema = z.object({
+const testOutcomeSchema = z.object({
   command: z.string(),
   outcome: z.enum(['passed', 'failed', 'timed_out', 'error']),
   exitCode: z.number().nullable(),
@@ -59,12 +59,12 @@ export const testOutcomeSchema = z.object({
   counts: z.object({ passed: z.number().optional(), failed: z.number().optional(), skipped: z.number().optional(), errors: z.number().optional() }).nullable(),
   outputTail: z.string(),
 });
-export type StoredTestOutcome = z.infer<typeof testOutcomeSchema>;
+type StoredTestOutcome = z.infer<typeof testOutcomeSchema>;
 
 export const RUN_OUTCOMES = ['pull_request', 'no_change', 'stale', 'cancelled', 'failed'] as const;
-export type RunOutcome = (typeof RUN_OUTCOMES)[number];
+type RunOutcome = (typeof RUN_OUTCOMES)[number];
 
-export const runSummarySchema = z.object({
+const runSummarySchema = z.object({
   v: z.literal(1),
   runId: z.string(),
   jobId: z.string(),
@@ -101,9 +101,9 @@ const runEventSchema = z.discriminatedUnion('t', [
   z.object({ t: z.literal('note'), text: z.string() }),
   z.object({ t: z.literal('done') }),
 ]);
-export type RunEvent = z.infer<typeof runEventSchema>;
+type RunEvent = z.infer<typeof runEventSchema>;
 
-export const runViewSchema = z.object({
+const runViewSchema = z.object({
   summary: runSummarySchema,
   task: z.object({ system: z.string(), user: z.string() }).nullable(),
   config: z.record(z.string(), configValue).nullable(),
@@ -191,7 +191,7 @@ function slimStep(r: StepRecord | z.infer<typeof stepRecordSchema>, max: number)
 
 // ------------------------------------------------------------------ the store
 
-export interface RunStoreOptions {
+interface RunStoreOptions {
   prefix: string;
   retentionDays: number;
   /** Compressed bytes one run may take in Redis. */
@@ -210,7 +210,7 @@ export interface RunInit {
   workerId: string;
 }
 
-export interface RunFinish {
+interface RunFinish {
   outcome: RunOutcome;
   exitReason?: string | null | undefined;
   /** Why, in words (no change, stale trigger, failure and what to do). */
@@ -221,10 +221,10 @@ export interface RunFinish {
 }
 
 /** Test outcome as the pipeline has it (src/pipeline/test-command.ts). */
-export type TestOutcomeInput = StoredTestOutcome;
+type TestOutcomeInput = StoredTestOutcome;
 
 /** A live run stops following after this much quiet (the page then offers a reload). */
-export const FOLLOW_IDLE_MS = 15_000;
+const FOLLOW_IDLE_MS = 15_000;
 
 export class RunStore {
   constructor(

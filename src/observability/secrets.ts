@@ -10,7 +10,7 @@ const TOKEN_PATTERNS: readonly RegExp[] = [
   /(?<=\b[a-z][a-z0-9+.-]*:\/\/)[^/\s:@]+:[^/\s@]+(?=@)/gi, // credentials inside a URL
 ];
 
-export const REDACTED = '[REDACTED]';
+const REDACTED = '[REDACTED]';
 
 export class SecretScanner {
   private readonly values: string[];

@@ -14,7 +14,7 @@ interface Pending {
 const envelopeSchema = z.object({ id: z.number().int().positive(), ok: z.boolean() }).passthrough();
 const failureSchema = z.object({ error: z.string() }).passthrough();
 
-export interface ChannelOptions {
+interface ChannelOptions {
   argv: string[];
   env: string[];
   user?: string;

@@ -5,12 +5,12 @@ import type { SandboxOptions } from './sandbox.ts';
 
 const DOCKER_CALL_MS = 60_000;
 /** Where an image's user is root and the administrator allowed it anyway, the agent runs as this. */
-export const FALLBACK_AGENT_USER = '1000:1000';
+const FALLBACK_AGENT_USER = '1000:1000';
 
-export type ContainerSpecInput = Pick<SandboxOptions, 'image' | 'memoryMb' | 'cpus' | 'pids' | 'diskMb' | 'network' | 'runId'> & { labels: Record<string, string> };
+type ContainerSpecInput = Pick<SandboxOptions, 'image' | 'memoryMb' | 'cpus' | 'pids' | 'diskMb' | 'network' | 'runId'> & { labels: Record<string, string> };
 
 /** True for a user spec that means uid 0: unset, `root`, `0`, with or without a group. */
-export function isRootUser(user: string): boolean {
+function isRootUser(user: string): boolean {
   const name = user.trim().split(':')[0] ?? '';
   return name === '' || name === 'root' || /^0+$/.test(name);
 }
@@ -89,7 +89,7 @@ export async function createHardenedContainer(docker: Docker, input: ContainerSp
   }
 }
 
-export function describeDockerError(err: unknown, image: string): Error {
+function describeDockerError(err: unknown, image: string): Error {
   if (err instanceof SandboxError) return err;
   const e = err as { statusCode?: number; message?: string; code?: string };
   if (e.statusCode === 404 && /image/i.test(e.message ?? '')) {

@@ -32,7 +32,7 @@ const READY_LINE = 'Accepting HTTP Socket connections';
 // Policy: LILYPAD_SETUP_EGRESS and LILYPAD_SETUP_EGRESS_PRIVATE
 // ---------------------------------------------------------------------------------------------
 
-export type EgressPolicy =
+type EgressPolicy =
   /** Setup commands get no network at all: the sandbox stays on network `none`. */
   | { readonly mode: 'none' }
   /** Any public name (never an IP literal, never a refused address). */
@@ -275,7 +275,7 @@ export function refusedMinusExempt(ranges: readonly AddressRange[], exempt: read
 // The Squid policy file
 // ---------------------------------------------------------------------------------------------
 
-export interface SquidPolicy {
+interface SquidPolicy {
   /** '*' for any name, else domains (each includes its subdomains). */
   allow: '*' | readonly string[];
   /** Destinations refused whatever the name (already minus the exempt ranges). */
@@ -326,7 +326,7 @@ function checkHostsFile(text: string): string {
 // ---------------------------------------------------------------------------------------------
 
 /** This machine's own addresses and every Docker network's subnet and gateway. */
-export async function localAddressRanges(docker: Docker): Promise<AddressRange[]> {
+async function localAddressRanges(docker: Docker): Promise<AddressRange[]> {
   const ranges: AddressRange[] = [];
   for (const list of Object.values(os.networkInterfaces())) {
     for (const addr of list ?? []) {
@@ -432,7 +432,7 @@ print(json.dumps({"urls": urls, "hosts": hosts, "notes": notes}))
 
 const discoveryOutput = z.object({ urls: z.array(z.string()), hosts: z.array(z.string()), notes: z.array(z.string()) });
 
-export interface RegistryDiscovery {
+interface RegistryDiscovery {
   /** Host names to allow. */
   hosts: string[];
   /** What was found but cannot be allowed (IP literals, odd URLs) and what the tools complained about. */
@@ -530,7 +530,7 @@ function demux(buf: Buffer): { stdout: string; stderr: string } {
 // The proxy and the per-run setup networks
 // ---------------------------------------------------------------------------------------------
 
-export interface EgressProxyOptions {
+interface EgressProxyOptions {
   /** The proxy image (LILYPAD_EGRESS_IMAGE). */
   image: string;
   /** Anything but `none`: with `none` setup runs on network `none` and no proxy is needed. */

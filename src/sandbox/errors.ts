@@ -40,10 +40,6 @@ export class CancelledError extends Error {
   }
 }
 
-export function throwIfAborted(signal: AbortSignal | undefined): void {
-  if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
-}
-
 export function reasonText(reason: unknown): string {
   if (reason instanceof Error) return reason.message;
   if (typeof reason === 'string') return reason;

@@ -2,7 +2,7 @@ import { PassThrough, type Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { withDeadline } from './deadline.ts';
 
-export interface ExecOnceResult {
+interface ExecOnceResult {
   exitCode: number | null;
   stdout: Buffer;
   stderr: Buffer;

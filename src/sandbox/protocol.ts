@@ -13,7 +13,7 @@ export const helloSchema = z.object({
   nondumpable: z.boolean(),
 });
 
-export const toolMetaSchema = z
+const toolMetaSchema = z
   .object({
     capped: z.boolean().optional(),
     timed_out: z.boolean().optional(),

@@ -89,7 +89,7 @@ export interface ExecResult {
   stderr: Buffer;
 }
 
-export interface ExecOptions {
+interface ExecOptions {
   timeoutSeconds?: number;
   keepBytes?: number;
   cwd?: string;

@@ -16,8 +16,8 @@ export class GitError extends Error {
  * - slow transfers end: a server that stops sending (or sends a byte a minute) cannot hold a job.
  *   Curl aborts when fewer than LOW_SPEED_BYTES per second arrive for LOW_SPEED_SECONDS.
  */
-export const LOW_SPEED_BYTES = 1024;
-export const LOW_SPEED_SECONDS = 60;
+const LOW_SPEED_BYTES = 1024;
+const LOW_SPEED_SECONDS = 60;
 
 const NO_PROGRAMS = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'core.pager=cat'];
 const NO_FILTERS = [
@@ -34,7 +34,7 @@ const NO_FILTERS = [
 ];
 
 /** Long enough for a first clone of a large repository; a stalled transfer ends sooner (low speed). */
-export const DEFAULT_GIT_TIMEOUT_MS = 15 * 60 * 1000;
+const DEFAULT_GIT_TIMEOUT_MS = 15 * 60 * 1000;
 const MAX_OUTPUT_BYTES = 256 * 1024 * 1024;
 
 // Inherited variables that change which repository, config or programs git uses. The process's own
@@ -44,7 +44,7 @@ const MAX_OUTPUT_BYTES = 256 * 1024 * 1024;
 const INHERITED_GIT_VARS = new Set(['GIT_SSL_CAINFO', 'GIT_SSL_CAPATH']);
 
 /** The environment of every host git command: the process's, minus git's own, plus isolation. */
-export function hostGitEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+function hostGitEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
     if (!key.startsWith('GIT_') || INHERITED_GIT_VARS.has(key)) env[key] = value;
@@ -61,7 +61,7 @@ export function hostGitEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   };
 }
 
-export interface GitOptions {
+interface GitOptions {
   cwd?: string;
   input?: Buffer | string;
   /** Added to the isolated environment (for example the auth header from gitAuthEnv). */
@@ -72,7 +72,7 @@ export interface GitOptions {
   lowSpeed?: { bytesPerSecond: number; seconds: number };
 }
 
-export interface GitResult {
+interface GitResult {
   code: number;
   stdout: string;
   stderr: string;

@@ -9,9 +9,9 @@ export function gitAuthEnv(authHeader: string): NodeJS.ProcessEnv {
 }
 
 /** Runs `fn` while holding a lock on `key` shared by every process using the same data directory. */
-export type CrossProcessLock = <T>(key: string, fn: () => Promise<T>) => Promise<T>;
+type CrossProcessLock = <T>(key: string, fn: () => Promise<T>) => Promise<T>;
 
-export interface MirrorOptions {
+interface MirrorOptions {
   /** A lock across processes (a Redis lock), taken inside the in-process one. */
   lock?: CrossProcessLock;
   /** Per git command; see DEFAULT_GIT_TIMEOUT_MS. */
@@ -91,7 +91,7 @@ async function createMirror(dir: string, cloneUrl: string, authHeader: string, o
 
 const timeout = (opts: { timeoutMs?: number }): { timeoutMs?: number } => (opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {});
 
-export interface Checkout {
+interface Checkout {
   dir: string;
   baseCommit: string;
   dispose(): Promise<void>;

@@ -7,7 +7,7 @@ import { compilePathGlobs } from '../config/globs.ts';
  * and the issue and pull request templates change how the project is run, and `lilypad.yml`
  * configures Lilypad itself. A machine-written change to any of them is out of scope for a fix.
  */
-export const GITHUB_DIR = '.github/';
+const GITHUB_DIR = '.github/';
 
 const GITHUB_DIR_REASON =
   'files under `.github/` (workflows, actions, CODEOWNERS, Dependabot, templates, Lilypad’s own configuration) are never published by Lilypad: ' +

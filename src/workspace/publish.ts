@@ -5,7 +5,7 @@ import { git, gitRun, GitError } from './git.ts';
 import { gitAuthEnv } from './mirror.ts';
 import { partitionPaths, type DroppedPath } from './path-filter.ts';
 
-export interface ChangedFile {
+interface ChangedFile {
   path: string;
   added: number | null;
   removed: number | null;
@@ -104,7 +104,7 @@ async function stagedCounts(dir: string): Promise<ChangedFile[]> {
     });
 }
 
-export type PushResult = 'pushed' | 'lease-failed';
+type PushResult = 'pushed' | 'lease-failed';
 
 /**
  * Pushes the prepared commit to `branch`, only while the branch is still at `lease.expected` (null:
@@ -121,4 +121,11 @@ export async function pushBranch(dir: string, cloneUrl: string, branch: string, 
   const line = res.stdout.split('\n').find((l) => l.split('\t')[1]?.endsWith(`:${ref}`));
   if (line?.startsWith('!\t') && /\[rejected\] \(stale info\)/.test(line)) return 'lease-failed';
   throw new GitError(`git push to ${branch} failed: ${[line, res.stderr.trim()].filter(Boolean).join('; ') || `exit code ${res.code}`}`);
+}
+
+/** The branch's current commit on the server, or null when it does not exist. */
+export async function remoteTip(cloneUrl: string, branch: string, authHeader: string): Promise<string | null> {
+  const out = await git(['ls-remote', '--heads', cloneUrl, `refs/heads/${branch}`], { env: gitAuthEnv(authHeader) });
+  const line = out.split('\n').find((l) => l.endsWith(`\trefs/heads/${branch}`));
+  return line ? line.split('\t')[0]! : null;
 }
