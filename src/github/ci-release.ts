@@ -3,8 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { git } from '../workspace/git.ts';
 import { gitAuthEnv } from '../workspace/mirror.ts';
-import { remoteTip } from '../pipeline/publish-change.ts';
-import { pushBranch } from '../workspace/publish.ts';
+import { pushBranch, remoteTip } from '../workspace/publish.ts';
 import type { GitHubApp } from './app-auth.ts';
 import type { GitHubClient } from './client.ts';
 

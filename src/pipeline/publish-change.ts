@@ -1,8 +1,6 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { git } from '../workspace/git.ts';
-import { gitAuthEnv } from '../workspace/mirror.ts';
-import { pushBranch } from '../workspace/publish.ts';
+import { pushBranch, remoteTip } from '../workspace/publish.ts';
 
 /** Branch names tried in order: lilypad/issue-N, then -2, -3, ... when someone else owns one. */
 export const branchFor = (issueNumber: number, n = 1): string => `lilypad/issue-${issueNumber}${n > 1 ? `-${n}` : ''}`;
@@ -138,11 +136,4 @@ async function readRecord(redis: Redis, key: string): Promise<PushRecord> {
   } catch {
     return { sha: null, pending: null };
   }
-}
-
-/** The branch's current commit on the server, or null when it does not exist. */
-export async function remoteTip(cloneUrl: string, branch: string, authHeader: string): Promise<string | null> {
-  const out = await git(['ls-remote', '--heads', cloneUrl, `refs/heads/${branch}`], { env: gitAuthEnv(authHeader) });
-  const line = out.split('\n').find((l) => l.endsWith(`\trefs/heads/${branch}`));
-  return line ? line.split('\t')[0]! : null;
 }
