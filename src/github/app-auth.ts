@@ -69,7 +69,7 @@ const JobOctokit = Octokit.plugin(retry, throttling);
  * The cache interface of @octokit/auth-app, whose entries are `token|createdAt|expiresAt|…`: an
  * entry close to its expiry reads as missing, so a new token is minted.
  */
-export class ExpiryAwareTokenCache {
+class ExpiryAwareTokenCache {
   private readonly entries = new Map<string, string>();
 
   get(key: string): string | undefined {
@@ -93,7 +93,7 @@ const quietLog = { debug: () => {}, info: () => {}, warn: () => {}, error: () =>
 /** A token with less time left than this is replaced before use. */
 export const TOKEN_MIN_VALIDITY_MS = 10 * 60_000;
 
-export const JOB_PERMISSIONS = { contents: 'write', pull_requests: 'write', issues: 'write', metadata: 'read' } as const;
+const JOB_PERMISSIONS = { contents: 'write', pull_requests: 'write', issues: 'write', metadata: 'read' } as const;
 
 /** The app's identity with GitHub: app JWT, installation clients, per-repository tokens. */
 export class GitHubApp {

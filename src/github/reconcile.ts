@@ -6,7 +6,7 @@ import { eventJobId, runJobId, type EventJob, type RunJob } from '../queue/jobs.
 import type { GitHubApp } from './app-auth.ts';
 import type { GitHubClient } from './client.ts';
 
-export const DEFAULT_TRIGGER_LABEL = 'lilypad';
+const DEFAULT_TRIGGER_LABEL = 'lilypad';
 /** Status texts that promise a job exists (see renderStatus). */
 const LIVE_STATUS = /\*\*(Queued|Running|Testing)\*\*/;
 

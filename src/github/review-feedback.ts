@@ -167,7 +167,7 @@ const graphqlThreadsSchema = z.object({
 });
 
 /** The one GraphQL query Lilypad sends (the GitHub stand-in serves exactly this schema subset). */
-export const REVIEW_THREADS_QUERY = `query LilypadReviewThreads($owner: String!, $name: String!, $number: Int!, $after: String) {
+const REVIEW_THREADS_QUERY = `query LilypadReviewThreads($owner: String!, $name: String!, $number: Int!, $after: String) {
   repository(owner: $owner, name: $name) {
     pullRequest(number: $number) {
       reviewThreads(first: 50, after: $after) {

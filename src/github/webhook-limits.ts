@@ -22,7 +22,7 @@ export interface WebhookLimits {
   maxConnections: number;
 }
 
-export const WEBHOOK_LIMITS: WebhookLimits = {
+const WEBHOOK_LIMITS: WebhookLimits = {
   maxBodyBytes: 25 * 1024 * 1024,
   maxInFlightBodyBytes: 100 * 1024 * 1024,
   headersTimeoutMs: 10_000,

@@ -13,7 +13,7 @@ import { isLive, type RunQueue } from '../queue/run-queue.ts';
  * run in parallel). A run takes every waiting request when it starts; when it ends, the next run is
  * queued if requests arrived meanwhile.
  */
-export const followupRequestSchema = z.object({
+const followupRequestSchema = z.object({
   by: z.string(),
   /** The text after `/lilypad` (empty for a "changes requested" review without the command). */
   instructions: z.string(),

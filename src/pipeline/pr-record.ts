@@ -17,7 +17,7 @@ const revisionSchema = z.object({
   seconds: z.number(),
 });
 
-export const prRecordSchema = z.object({
+const prRecordSchema = z.object({
   issueNumber: z.number().int().positive(),
   branch: z.string(),
   pinned: pinnedTextSchema,
@@ -40,7 +40,7 @@ export async function readPrRecord(redis: Redis, prefix: string, repoId: number,
   }
 }
 
-export async function writePrRecord(redis: Redis, prefix: string, repoId: number, pullNumber: number, record: PrRecord): Promise<void> {
+async function writePrRecord(redis: Redis, prefix: string, repoId: number, pullNumber: number, record: PrRecord): Promise<void> {
   await redis.set(key(prefix, repoId, pullNumber), JSON.stringify(prRecordSchema.parse(record)), 'EX', TTL_S);
 }
 

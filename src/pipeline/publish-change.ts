@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { pushBranch, remoteTip } from '../workspace/publish.ts';
 
 /** Branch names tried in order: lilypad/issue-N, then -2, -3, ... when someone else owns one. */
-export const branchFor = (issueNumber: number, n = 1): string => `lilypad/issue-${issueNumber}${n > 1 ? `-${n}` : ''}`;
+const branchFor = (issueNumber: number, n = 1): string => `lilypad/issue-${issueNumber}${n > 1 ? `-${n}` : ''}`;
 const MAX_BRANCHES = 9;
 
 /** What Lilypad last pushed to a branch (and what it was about to push, should it crash meanwhile). */
@@ -83,7 +83,7 @@ async function retryServerErrors<T>(fn: () => Promise<T>, delaysMs: readonly num
  * was published (a worker that lost its lock while publishing, a stalled job handed over) reads it
  * and reports the pull request instead of publishing a second time.
  */
-export const publishedSchema = z.object({
+const publishedSchema = z.object({
   deliveryId: z.string(),
   number: z.number().int(),
   url: z.string(),

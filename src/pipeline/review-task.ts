@@ -10,11 +10,11 @@ import type { FeedbackComment, FeedbackExclusions, FeedbackReview, FeedbackThrea
  */
 
 /** Default size bound for the whole message (title and body), in estimated tokens. */
-export const DEFAULT_REVIEW_TASK_TOKEN_BUDGET = 16_000;
+const DEFAULT_REVIEW_TASK_TOKEN_BUDGET = 16_000;
 /** Lines of a diff hunk kept above (and including) the commented line, besides the `@@` header. */
 export const DIFF_HUNK_LINES = 12;
 /** One comment body longer than this is shortened (its head kept). */
-export const MAX_COMMENT_CHARS = 6_000;
+const MAX_COMMENT_CHARS = 6_000;
 
 /**
  * The same estimate the agent loop uses for text the server has not counted yet: four characters a

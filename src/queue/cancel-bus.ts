@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Logger } from '../observability/logger.ts';
 
 /** A request to stop a job, as published on the channel and stored under the job's flag key. */
-export const cancelRequestSchema = z.object({
+const cancelRequestSchema = z.object({
   jobId: z.string().min(1),
   by: z.string().optional(),
   why: z.string(),

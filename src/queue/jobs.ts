@@ -4,7 +4,6 @@ import { z } from 'zod';
 /** Queue names; Redis keys are `<LILYPAD_QUEUE_PREFIX>:<name>:...`. */
 export const EVENTS_QUEUE = 'events';
 export const RUNS_QUEUE = 'runs';
-export const CANCEL_CHANNEL = 'cancel';
 
 /** Where an issue lives. Job data never holds a secret: ids and names only. */
 const issueRef = {
@@ -89,7 +88,6 @@ export const runJobId = (repoId: number, issueNumber: number): string => `run-${
 /** One follow-up run on a pull request; `seq` counts that pull request's follow-ups. */
 export const followupJobId = (repoId: number, pullNumber: number, seq: number): string => `fu-${repoId}-${pullNumber}-${seq}`;
 
-export const issueKey = (j: { owner: string; repo: string; issueNumber: number }): string => `${j.owner}/${j.repo}#${j.issueNumber}`;
 
 /** Edits of an issue recorded while its run job waits or runs (see issues.edited). */
 export const editsKey = (prefix: string, jobId: string): string => `${prefix}:edits:${jobId}`;

@@ -18,7 +18,7 @@ export interface GitHubOAuthConfig {
   apiUrl: string;
 }
 
-export const SESSION_COOKIE = 'lilypad_session';
+const SESSION_COOKIE = 'lilypad_session';
 const STATE_COOKIE = 'lilypad_oauth';
 const SESSION_MAX_S = 8 * 3600;
 const STATE_MAX_S = 600;
@@ -214,7 +214,7 @@ export class SignInRefused extends Error {
   override name = 'SignInRefused';
 }
 
-export function readCookie(req: IncomingMessage, name: string): string | undefined {
+function readCookie(req: IncomingMessage, name: string): string | undefined {
   for (const part of (req.headers.cookie ?? '').split(';')) {
     const eq = part.indexOf('=');
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();

@@ -42,7 +42,7 @@ export function outcomeBadge(outcome: string | null, live: boolean): string {
   return `<span class="badge badge-${esc(label)}">${esc(label.replace('_', ' '))}</span>`;
 }
 
-export function chartPoints(steps: Step[]): ChartPoint[] {
+function chartPoints(steps: Step[]): ChartPoint[] {
   let context = 0;
   return steps.map((st) => {
     if (st.usage) context = st.usage.total_tokens;
@@ -50,7 +50,7 @@ export function chartPoints(steps: Step[]): ChartPoint[] {
   });
 }
 
-export function renderStats(v: RunView, live: boolean): string {
+function renderStats(v: RunView, live: boolean): string {
   const s = v.summary;
   const end = s.finishedAt ? Date.parse(s.finishedAt) : Date.now();
   const pairs: Array<[string, string]> = [
@@ -98,7 +98,7 @@ export function renderTests(v: RunView): string {
   return `<h2>Tests</h2><div class="tests">${one('Before', v.tests.before)}${one('After', v.tests.after)}</div>`;
 }
 
-export function renderWarnings(v: RunView): string {
+function renderWarnings(v: RunView): string {
   const retries = v.steps.flatMap((st) => st.retries.map((r) => ({ step: st.step, ...r })));
   const items = v.warnings.map((w) => `<li>${esc(w)}</li>`).join('');
   const notes = v.notes.map((n) => `<li class="note">${esc(n)}</li>`).join('');
