@@ -4,6 +4,9 @@ import { localRunSettings } from '../cli/run.ts';
 import { UsageError } from '../cli/usage-error.ts';
 import { loadEnv } from '../config/env.ts';
 import { createDockerClient } from '../sandbox/sandbox.ts';
+import { collectInstances } from './collect.ts';
+import { CollectError } from './collect-github.ts';
+import { DEFAULT_TEST_PATTERNS } from './collect-tests.ts';
 import { parseEndpoint, type EndpointSpec } from './endpoint.ts';
 import { loadInstances } from './instance.ts';
 import { runEval } from './runner.ts';
@@ -12,6 +15,7 @@ const USAGE = `Usage: lilypad eval <command> [options]
 
 Commands:
   run      Run the agent on a set of issues with known tests, judge every patch, report resolve rate and cost
+  collect  Build instances from a repository's closed issues and the merged pull requests that fixed them
 
 Run \`lilypad eval <command> --help\` for the options of a command.`;
 
@@ -38,11 +42,32 @@ Options:
   --max-time S            wall-clock budget per attempt in seconds (default LILYPAD_MAX_WALL_SECONDS)
   -h, --help              show this help`;
 
+const COLLECT_HELP = `Usage: lilypad eval collect --repo owner/name --out FILE.jsonl [options]
+
+Builds instances from the repository's closed issues (newest first), as the GitHub App (APP_ID,
+PRIVATE_KEY or PRIVATE_KEY_PATH, GHE_HOST/GHE_PROTOCOL): for each issue the merged pull request that
+fixed it; its test-file changes become test_patch, the rest patch; the tests run in the sandbox
+with test_patch alone and with the patch too; FAIL_TO_PASS and PASS_TO_PASS come from the
+difference. Only instances that validate (as \`lilypad eval run --validate\` checks) are written; the
+others are listed with the reason on stderr and in FILE.skipped.jsonl.
+
+Options:
+  --repo owner/name       the repository (the app must be installed on it)
+  --out FILE.jsonl        where the instances go (FILE.skipped.jsonl lists what was left out)
+  --since DATE            only issues updated at or after DATE (ISO 8601, e.g. 2024-01-31)
+  --limit N               stop after N instances were written
+  --test-command CMD      how the tests run (default: \`test\` in the repository's .github/lilypad.yml)
+  --test-files GLOB       a test file pattern (repeat; replaces the defaults:
+                          ${DEFAULT_TEST_PATTERNS.join(' ')})
+  -h, --help              show this help`;
+
 export async function evalCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   switch (sub) {
     case 'run':
       return evalRun(rest);
+    case 'collect':
+      return evalCollect(rest);
     case undefined:
     case '-h':
     case '--help':
@@ -163,6 +188,94 @@ async function evalRun(argv: string[]): Promise<number> {
     lines.push(`report: ${path.join(outDir, 'report.md')}`);
     process.stdout.write(`${lines.join('\n')}\n`);
     return exitCode;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+async function evalCollect(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      repo: { type: 'string' },
+      out: { type: 'string' },
+      since: { type: 'string' },
+      limit: { type: 'string' },
+      'test-command': { type: 'string' },
+      'test-files': { type: 'string', multiple: true },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) {
+    process.stdout.write(`${COLLECT_HELP}\n`);
+    return 0;
+  }
+  if (!values.repo || !/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/.test(values.repo)) {
+    throw new UsageError(`--repo owner/name is required${values.repo ? ` (got "${values.repo}")` : ''}\n\n${COLLECT_HELP}`);
+  }
+  if (!values.out) throw new UsageError(`--out FILE.jsonl is required\n\n${COLLECT_HELP}`);
+  let since: string | undefined;
+  if (values.since !== undefined) {
+    const t = Date.parse(values.since);
+    if (Number.isNaN(t)) throw new UsageError(`--since must be a date such as 2024-01-31 or 2024-01-31T12:00:00Z, got "${values.since}"`);
+    since = new Date(t).toISOString().replace(/\.\d{3}Z$/, 'Z');
+  }
+  const limit = values.limit === undefined ? undefined : positive('--limit', values.limit, 1);
+  if (values['test-command'] !== undefined && values['test-command'].trim() === '') throw new UsageError('--test-command must not be empty');
+  const env = loadEnv();
+  const base = localRunSettings(env);
+  const controller = new AbortController();
+  const onSignal = (sig: NodeJS.Signals) => {
+    process.stderr.write(`\n${sig}: stopping; removing the running sandbox…\n`);
+    controller.abort(new Error(`received ${sig}`));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const outFile = path.resolve(values.out);
+  try {
+    const summary = await collectInstances({
+      env,
+      repo: values.repo,
+      since,
+      limit,
+      outFile,
+      testCommand: values['test-command']?.trim(),
+      testPatterns: values['test-files'],
+      sandbox: {
+        image: base.image,
+        workdir: base.workdir,
+        user: base.sandboxUser,
+        allowRootImage: base.allowRootImage,
+        memoryMb: base.memoryMb,
+        cpus: base.cpus,
+        pids: base.pids,
+        diskMb: base.diskMb,
+        maxLineBytes: base.maxLineBytes,
+        testTimeoutSeconds: base.testTimeoutSeconds,
+      },
+      docker: createDockerClient(),
+      signal: controller.signal,
+      stderr: process.stderr,
+    });
+    const reasons = new Map<string, number>();
+    for (const s of summary.skipped) reasons.set(s.reason, (reasons.get(s.reason) ?? 0) + 1);
+    const why = [...reasons].map(([r, n]) => `${n} ${r.replace(/_/g, ' ')}`).join(', ');
+    process.stdout.write(
+      `${summary.written} instance(s) written to ${outFile} from ${summary.examined} closed issue(s)\n` +
+        `${summary.skipped.length} skipped${why ? ` (${why})` : ''}: ${summary.skippedFile}\n` +
+        (summary.interrupted ? 'interrupted: the files hold the issues finished so far\n' : ''),
+    );
+    if (summary.interrupted) return 130;
+    return summary.skipped.some((s) => s.reason === 'error') ? 1 : 0;
+  } catch (err) {
+    if (err instanceof CollectError) {
+      process.stderr.write(`lilypad eval collect: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

@@ -7,6 +7,7 @@ import { newInstallationToken, MSG_JWT_UNDECODABLE } from './auth.ts';
 import type { AuthInfo } from './auth.ts';
 import * as gitRepo from './git-repo.ts';
 import { DOCS_ROOT, isoNow, levelAllows, nodeId } from './state.ts';
+import { defineHistoryRoutes } from './history.ts';
 import { commentOnLine, replyToComment, ReviewInputError, submitReview } from './reviews.ts';
 import type { LineComment } from './reviews.ts';
 import type { CommentRec, InstallationRec, IssueRec, ReactionRec, RepoRec, ReviewCommentRec, StandinState, TokenRec, UserRec } from './state.ts';
@@ -41,9 +42,9 @@ export interface ApiResponse {
   headers?: Record<string, string>;
 }
 
-type Need = readonly [permission: string, level: AccessLevel];
-type Params = Record<string, string>;
-type Handler = (req: ApiRequest, p: Params) => ApiResponse;
+export type Need = readonly [permission: string, level: AccessLevel];
+export type Params = Record<string, string>;
+export type Handler = (req: ApiRequest, p: Params) => ApiResponse;
 
 interface Route {
   method: string;
@@ -56,7 +57,22 @@ interface Route {
   handler: Handler;
 }
 
-interface RepoCtx {
+/** What routes defined outside this file get from RestApi (see routeKit). */
+export interface RouteKit {
+  add(method: string, template: string, auth: Route['auth'], accepted: string, docs: string, handler: Handler): void;
+  repoCtx(req: ApiRequest, p: Params, write: boolean): RepoCtx;
+  need(req: ApiRequest, ctx: RepoCtx, needs: readonly Need[]): void;
+  list<T>(req: ApiRequest, items: T[]): ApiResponse;
+  fail(req: ApiRequest, status: number, message: string, errors?: unknown[]): never;
+  validation(req: ApiRequest, errors: unknown[]): never;
+  issueOr404(req: ApiRequest, repo: RepoRec, numberText: string | undefined): IssueRec;
+  pullOr404(req: ApiRequest, repo: RepoRec, numberText: string | undefined): IssueRec;
+  conversationNeeds(issue: IssueRec, level: AccessLevel): Need[];
+  actor(ctx: RepoCtx): UserRec;
+  bodyRecord(req: ApiRequest): Record<string, unknown>;
+}
+
+export interface RepoCtx {
   repo: RepoRec;
   token: TokenRec | null;
   /** The token's installation covers this repository (and the token is not restricted away from it). */
@@ -751,6 +767,26 @@ export class RestApi {
       const branch = this.branchJson(ctx.repo, '', sha).commit as Record<string, unknown>;
       return { status: 200, json: { ...branch, files: [] } };
     });
+
+    // ---- issue history: list issues, timelines, merging (history.ts)
+    defineHistoryRoutes(this.state, this.routeKit());
+  }
+
+  /** The routing and checks, for the routes defined in other files (history.ts). */
+  private routeKit(): RouteKit {
+    return {
+      add: (method, template, auth, accepted, docs, handler) => this.add(method, template, auth, accepted, docs, handler),
+      repoCtx: (req, p, write) => this.repoCtx(req, p, write),
+      need: (req, ctx, needs) => this.need(req, ctx, needs),
+      list: (req, items) => this.list(req, items),
+      fail: (req, status, message, errors) => this.fail(req, status, message, errors),
+      validation: (req, errors) => this.validation(req, errors),
+      issueOr404: (req, repo, n) => this.issueOr404(req, repo, n),
+      pullOr404: (req, repo, n) => this.pullOr404(req, repo, n),
+      conversationNeeds: (issue, level) => this.conversationNeeds(issue, level),
+      actor: (ctx) => this.actor(ctx),
+      bodyRecord: (req) => this.bodyRecord(req),
+    };
   }
 
   // ------------------------------------------------------------- handlers

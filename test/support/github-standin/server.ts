@@ -15,6 +15,7 @@ import { generateAppKeys, resolveAuth } from './auth.ts';
 import type { AuthInfo } from './auth.ts';
 import { handleGit, isGitPath } from './git-http.ts';
 import { handleGraphql } from './graphql.ts';
+import { historyHelpers } from './history.ts';
 import { reviewHelpers, secondaryRateLimitRule } from './review-helpers.ts';
 import * as gitRepo from './git-repo.ts';
 import { handleOAuth } from './oauth.ts';
@@ -439,6 +440,7 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     },
 
     ...reviewHelpers(state, payloadFactory),
+    ...historyHelpers(state, payloadFactory),
 
     setGraphqlEnabled(enabled: boolean): void {
       graphql.enabled = enabled;

@@ -66,6 +66,11 @@ export interface PullRec {
   draft: boolean;
   requestedReviewers: UserRec[];
   mergedAt: string | null;
+  /** Set by a merge (history.ts): the merge (or squash) commit, who merged, and the head and base shas frozen at that moment. */
+  mergeCommitSha?: string | null;
+  mergedBy?: UserRec | null;
+  frozenHeadSha?: string | null;
+  frozenBaseSha?: string | null;
 }
 
 /** One entry of an issue's event log (GET /repos/{o}/{r}/issues/{n}/events), oldest first. */
@@ -76,6 +81,8 @@ export interface IssueEventRec {
   createdAt: string;
   /** The label as it was when the event happened (labeled / unlabeled only). */
   label: { name: string; color: string } | null;
+  /** The commit that caused the event (a `closed` by a merged pull request's merge commit). */
+  commitId?: string | null;
 }
 
 export interface IssueRec {
@@ -806,8 +813,8 @@ export class StandinState {
       url: this.api(`/repos/${repo.owner.login}/${repo.name}/issues/events/${e.id}`),
       actor: this.user(e.actor),
       event: e.event,
-      commit_id: null,
-      commit_url: null,
+      commit_id: e.commitId ?? null,
+      commit_url: e.commitId ? this.api(`/repos/${repo.owner.login}/${repo.name}/commits/${e.commitId}`) : null,
       created_at: e.createdAt,
       ...(e.label ? { label: { ...e.label } } : {}),
       performed_via_github_app: null,
@@ -895,11 +902,11 @@ export class StandinState {
     };
   }
 
-  private pullRef(repo: RepoRec, ref: string, fallbackSha: string): PullRef {
+  private pullRef(repo: RepoRec, ref: string, fallbackSha: string, frozenSha?: string | null): PullRef {
     return {
       label: `${repo.owner.login}:${ref}`,
       ref,
-      sha: gitRepo.branchSha(repo.gitDir, ref) ?? fallbackSha,
+      sha: frozenSha ?? gitRepo.branchSha(repo.gitDir, ref) ?? fallbackSha,
       user: this.user(repo.owner),
       repo: this.repo(repo),
     };
@@ -913,8 +920,8 @@ export class StandinState {
     const base = this.api(`/repos/${fullName}/pulls/${i.number}`);
     const html = this.web(`/${fullName}/pull/${i.number}`);
     const issueUrl = this.api(`/repos/${fullName}/issues/${i.number}`);
-    const head = this.pullRef(repo, p.headRef, '0'.repeat(40));
-    const baseRef = this.pullRef(repo, p.baseRef, '0'.repeat(40));
+    const head = this.pullRef(repo, p.headRef, '0'.repeat(40), p.frozenHeadSha);
+    const baseRef = this.pullRef(repo, p.baseRef, '0'.repeat(40), p.frozenBaseSha);
     const pull: Pull = {
       url: base,
       id: p.id,
@@ -941,7 +948,7 @@ export class StandinState {
       updated_at: i.updatedAt,
       closed_at: i.closedAt,
       merged_at: p.mergedAt,
-      merge_commit_sha: null,
+      merge_commit_sha: p.mergeCommitSha ?? null,
       assignee: null,
       assignees: [],
       requested_reviewers: p.requestedReviewers.map((u) => this.user(u)),
@@ -968,7 +975,7 @@ export class StandinState {
       pull.mergeable = i.state === 'open' ? true : null;
       pull.rebaseable = i.state === 'open' ? true : null;
       pull.mergeable_state = p.draft ? 'draft' : 'clean';
-      pull.merged_by = null;
+      pull.merged_by = p.mergedBy ? this.user(p.mergedBy) : null;
       pull.comments = i.comments.length;
       pull.review_comments = this.reviewCommentsOf(i).length;
       pull.maintainer_can_modify = false;

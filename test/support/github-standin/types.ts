@@ -207,8 +207,9 @@ export interface IssueEvent {
   url: string;
   actor: User;
   event: IssueEventType;
-  commit_id: null;
-  commit_url: null;
+  /** The commit that closed the issue (a merged pull request's merge commit), else null. */
+  commit_id: string | null;
+  commit_url: string | null;
   created_at: string;
   /** Only on `labeled` / `unlabeled`: the label as it was at the time. */
   label?: { name: string; color: string };
@@ -523,6 +524,21 @@ export interface StandinReviewHelpers {
   reviewReactions(reviewId: number): Reaction[];
 }
 
+/** Helpers for an issue's history (history.ts). Each acts as a person (no token involved). */
+export interface StandinHistoryHelpers {
+  /**
+   * Merges the pull request as `sender`, as GitHub's merge button does: a merge commit (or, with
+   * `method: 'squash'`, one commit) on the base branch, `refs/pull/N/head` kept, `merged`,
+   * `merge_commit_sha` and `merged_by` set, head and base shas frozen. When the base is the default
+   * branch, every open issue the body closes with a keyword (`Fixes #3`, `closes o/r#3`, …) is
+   * closed with a `closed` event whose `commit_id` is the merge commit. Returns `pull_request.closed`.
+   * Throws when GitHub would refuse (closed, draft, conflicting).
+   */
+  mergePullRequest(owner: string, repo: string, number: number, sender: string, opts?: { method?: 'merge' | 'squash' }): WebhookPayload;
+  /** Makes the repository public (anyone may read it over REST and git) or private again. */
+  setRepoVisibility(owner: string, repo: string, visibility: 'public' | 'private'): void;
+}
+
 export interface InjectedFailureHandle {
   /** How many requests this rule has failed so far. */
   readonly hits: number;
@@ -530,7 +546,7 @@ export interface InjectedFailureHandle {
   remove(): void;
 }
 
-export interface GitHubStandin extends StandinReviewHelpers {
+export interface GitHubStandin extends StandinReviewHelpers, StandinHistoryHelpers {
   /** http://127.0.0.1:PORT */
   origin: string;
   /** 127.0.0.1:PORT (for GHE_HOST; use GHE_PROTOCOL=http) */
