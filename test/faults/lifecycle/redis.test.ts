@@ -11,6 +11,7 @@ import { startApp, titleOf, waitFor, type AppHarness, type ScriptBook } from '..
 import { startGitHubStandin, type GitHubStandin } from '../../support/github-standin/index.ts';
 import { faultTest } from '../../support/fault-table.ts';
 import { CALC_REPO } from '../../support/fixture-repo.ts';
+import { FIX_ADD_SCRIPT, hangOnce } from '../../support/fault-scripts.ts';
 import { startPrivateRedis, type PrivateRedis } from '../../support/private-redis.ts';
 
 const OWNER = 'acme';
@@ -18,21 +19,7 @@ const OWNER = 'acme';
 const LOCK_S = 4;
 const PAUSE_MS = LOCK_S * 1000 * 3;
 const docker = createDockerClient();
-const FIX = [
-  { toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
-  { content: 'Fixed add().' },
-];
-/** The first conversation for a title hangs (a worker is mid-agent); later ones fix the bug. */
-const hangOnce = () => {
-  let hung = false;
-  return (turn: number) => {
-    if (turn === 0 && !hung) {
-      hung = true;
-      return { hang: true as const };
-    }
-    return FIX[turn] ?? { content: 'done' };
-  };
-};
+const FIX = FIX_ADD_SCRIPT;
 const book: ScriptBook = { 'Paused mid-agent': hangOnce(), 'Paused while publishing': FIX, 'Redis shut down': hangOnce() };
 
 let redis: PrivateRedis;

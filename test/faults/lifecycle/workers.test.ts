@@ -11,25 +11,12 @@ import { startApp, titleOf, waitFor, type AppHarness, type ScriptBook } from '..
 import { startGitHubStandin, type GitHubStandin } from '../../support/github-standin/index.ts';
 import { faultTest } from '../../support/fault-table.ts';
 import { CALC_REPO } from '../../support/fixture-repo.ts';
+import { FIX_ADD_SCRIPT, hangOnce } from '../../support/fault-scripts.ts';
 
 const OWNER = 'acme';
 const docker = createDockerClient();
 const redis = new Redis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 3 });
-const FIX = [
-  { toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
-  { content: 'Fixed add().' },
-];
-/** The first conversation for a title hangs (the worker is mid-agent); later ones fix the bug. */
-const hangOnce = () => {
-  let hung = false;
-  return (turn: number) => {
-    if (turn === 0 && !hung) {
-      hung = true;
-      return { hang: true as const };
-    }
-    return FIX[turn] ?? { content: 'done' };
-  };
-};
+const FIX = FIX_ADD_SCRIPT;
 const book: ScriptBook = { 'Worker killed': hangOnce(), 'Queue data lost': hangOnce(), 'Killed before its pull request': FIX };
 
 let gh: GitHubStandin;
