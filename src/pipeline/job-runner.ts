@@ -9,7 +9,7 @@ import type { Logger } from '../observability/logger.ts';
 import { jobFinished } from '../observability/metrics.ts';
 import type { RunStore } from '../observability/run-store.ts';
 import { SecretScanner } from '../observability/secrets.ts';
-import type { CancelBus, CancelRequest } from '../queue/cancel-bus.ts';
+import { parseCancelRequest, type CancelBus, type CancelRequest } from '../queue/cancel-bus.ts';
 import { finishingKey, type RunJob } from '../queue/jobs.ts';
 import type { RunQueue } from '../queue/run-queue.ts';
 import { runLinkFor } from '../web/urls.ts';
@@ -206,9 +206,6 @@ async function afterFollowup(run: QueuedRun, deps: RunnerDeps): Promise<void> {
 
 function parseCancel(reason: unknown): CancelRequest | null {
   if (typeof reason !== 'string' || !reason.startsWith('cancel:')) return null;
-  try {
-    return JSON.parse(reason.slice('cancel:'.length)) as CancelRequest;
-  } catch {
-    return null;
-  }
+  const parsed = parseCancelRequest(reason.slice('cancel:'.length));
+  return parsed.ok ? parsed.request : null;
 }

@@ -56,7 +56,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const prefix = env.LILYPAD_QUEUE_PREFIX;
   const redis = createRedis(opts.redisUrl);
   const status = new StatusComments(redis, prefix, new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, opts.github.opts.privateKey]), () => opts.github.botLogin());
-  const cancelBus = new CancelBus(redis, prefix);
+  const cancelBus = new CancelBus(redis, prefix, logger);
   const runsQueue = new Queue<RunJob>(RUNS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
   const runQueue = bullRunQueue(runsQueue, env);
   const runStore = runStoreFromEnv(redis, env);
