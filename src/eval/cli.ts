@@ -9,6 +9,7 @@ import { CollectError } from './collect-github.ts';
 import { DEFAULT_TEST_PATTERNS } from './collect-tests.ts';
 import { parseEndpoint, type EndpointSpec } from './endpoint.ts';
 import { loadInstances } from './instance.ts';
+import { AppRepoAuth } from './repo-source.ts';
 import { runEval } from './runner.ts';
 
 const USAGE = `Usage: lilypad eval <command> [options]
@@ -24,7 +25,9 @@ const RUN_HELP = `Usage: lilypad eval run --instances FILE.jsonl [options]
 Runs each instance (SWE-bench format plus test_command, optional image and setup) against each
 endpoint, k times, through the same sandbox and agent as \`lilypad run\`; judges every patch in a
 fresh sandbox with the instance's tests; writes predictions.jsonl, per-attempt report.json (SWE-bench
-fields), run-report.json, report.md and report.html.
+fields), run-report.json, report.md and report.html. An owner/name repo is fetched as the GitHub App
+when APP_ID and PRIVATE_KEY (or PRIVATE_KEY_PATH) are set (a read-only token for that repository,
+GHE_HOST/GHE_PROTOCOL for GitHub Enterprise), else anonymously (public repositories only).
 
 Options:
   --instances FILE.jsonl  one instance per line (bad lines are reported and skipped)
@@ -169,6 +172,7 @@ async function evalRun(argv: string[]): Promise<number> {
       validate: values.validate ?? false,
       settings,
       gh: { host: env.GHE_HOST, protocol: env.GHE_PROTOCOL },
+      appAuth: AppRepoAuth.fromEnv(env),
       docker: createDockerClient(),
       env: process.env,
       signal: controller.signal,
@@ -182,7 +186,11 @@ async function evalRun(argv: string[]): Promise<number> {
     });
     if (summary.validation) {
       const bad = summary.validation.filter((v) => !v.valid);
-      lines.unshift(`validation: ${summary.validation.length - bad.length} of ${summary.validation.length} instance(s) valid${bad.length ? ` (invalid: ${bad.map((b) => b.instance_id).join(', ')})` : ''}`);
+      const unvalidated = summary.interrupted ? 0 : loaded.instances.length - summary.validation.length;
+      lines.unshift(
+        `validation: ${summary.validation.length - bad.length} of ${summary.validation.length} instance(s) valid${bad.length ? ` (invalid: ${bad.map((b) => b.instance_id).join(', ')})` : ''}` +
+          (unvalidated > 0 ? `; ${unvalidated} could not be validated (see above)` : ''),
+      );
     }
     if (summary.interrupted) lines.push('interrupted: the report holds the finished attempts; rerun with --resume to complete it');
     lines.push(`report: ${path.join(outDir, 'report.md')}`);

@@ -18,6 +18,20 @@ export class CollectError extends Error {
 
 /** Read is all collecting needs. */
 export const COLLECT_PERMISSIONS = { contents: 'read', issues: 'read', pull_requests: 'read', metadata: 'read' } as const;
+/** What `lilypad eval run` needs to fetch a repository: its contents, read-only. */
+export const FETCH_PERMISSIONS = { contents: 'read', metadata: 'read' } as const;
+
+type ReadPermissions = Readonly<Record<string, 'read'>>;
+
+/** The app is not installed on the repository (or the repository does not exist). */
+export class AppNotInstalledError extends CollectError {
+  override name = 'AppNotInstalledError';
+}
+
+/** The GitHub App's credentials, when APP_ID and PRIVATE_KEY (or PRIVATE_KEY_PATH) are both set. */
+export function hasAppCredentials(env: Env): boolean {
+  return Boolean(env.APP_ID && (env.PRIVATE_KEY || env.PRIVATE_KEY_PATH));
+}
 
 const installationSchema = z.object({ id: z.number().int() }).loose();
 const tokenSchema = z.object({ token: z.string().min(1), expires_at: z.string() }).loose();
@@ -107,10 +121,22 @@ export class RepoAccess {
     readonly name: string,
     /** Where git fetches from (no credentials in it). */
     readonly cloneUrl: string,
+    private readonly permissions: ReadPermissions,
   ) {}
 
-  static async connect(env: Env, owner: string, name: string): Promise<RepoAccess> {
-    const privateKey = getPrivateKey({ env: { PRIVATE_KEY: env.PRIVATE_KEY, PRIVATE_KEY_PATH: env.PRIVATE_KEY_PATH } });
+  /**
+   * The app's access to owner/name: its installation there, and a first token restricted to that
+   * repository with `permissions` (read-only; COLLECT_PERMISSIONS unless given).
+   */
+  static async connect(env: Env, owner: string, name: string, permissions: ReadPermissions = COLLECT_PERMISSIONS): Promise<RepoAccess> {
+    let privateKey: string | null = null;
+    if (env.APP_ID) {
+      try {
+        privateKey = getPrivateKey({ env: { PRIVATE_KEY: env.PRIVATE_KEY, PRIVATE_KEY_PATH: env.PRIVATE_KEY_PATH } });
+      } catch (err) {
+        throw new CollectError(`could not read the GitHub App's private key: ${(err as Error).message}; check PRIVATE_KEY or PRIVATE_KEY_PATH`);
+      }
+    }
     if (!env.APP_ID || !privateKey) {
       throw new CollectError(
         'lilypad eval collect reads the repository as the GitHub App: set APP_ID and PRIVATE_KEY (or PRIVATE_KEY_PATH) as for `lilypad start`, and GHE_HOST/GHE_PROTOCOL for GitHub Enterprise',
@@ -126,13 +152,13 @@ export class RepoAccess {
     } catch (err) {
       if (err instanceof CollectError) throw err;
       const s = status(err);
-      if (s === 404) throw new CollectError(`the GitHub App ${env.APP_ID} is not installed on ${owner}/${name} (or the repository does not exist) at ${endpoints.apiUrl}: install it on the repository`);
+      if (s === 404) throw new AppNotInstalledError(`the GitHub App ${env.APP_ID} is not installed on ${owner}/${name} (or the repository does not exist) at ${endpoints.apiUrl}: install it on the repository`);
       if (s === 401) throw new CollectError(`${endpoints.apiUrl} refused the app's credentials (401): check APP_ID and PRIVATE_KEY belong to the same GitHub App on that server`);
       throw new CollectError(`could not look up the app's installation on ${owner}/${name} at ${endpoints.apiUrl}: ${(err as Error).message}`);
     }
     const host = env.GHE_HOST ?? 'github.com';
     const protocol = env.GHE_HOST ? env.GHE_PROTOCOL : 'https';
-    const access = new RepoAccess(github, installationId, owner, name, `${protocol}://${host}/${owner}/${name}.git`);
+    const access = new RepoAccess(github, installationId, owner, name, `${protocol}://${host}/${owner}/${name}.git`, permissions);
     await access.fresh();
     return access;
   }
@@ -145,7 +171,7 @@ export class RepoAccess {
       const res = await app.request('POST /app/installations/{installation_id}/access_tokens', {
         installation_id: this.installationId,
         repositories: [this.name],
-        permissions: COLLECT_PERMISSIONS,
+        permissions: this.permissions,
       });
       const t = parseReply(tokenSchema, res.data, 'POST /app/installations/{id}/access_tokens');
       this.token = new RepoToken(t.token, t.expires_at, this.github.opts.endpoints.apiUrl);
@@ -153,9 +179,11 @@ export class RepoAccess {
       return this.token;
     } catch (err) {
       if (err instanceof CollectError) throw err;
-      throw new CollectError(
-        `could not get a token for ${this.owner}/${this.name} (${(err as Error).message}): the app needs read access to contents, issues and pull requests on it`,
-      );
+      const needs = Object.keys(this.permissions)
+        .filter((p) => p !== 'metadata')
+        .map((p) => p.replace(/_/g, ' '));
+      const list = needs.length > 1 ? `${needs.slice(0, -1).join(', ')} and ${needs.at(-1)}` : (needs[0] ?? 'metadata');
+      throw new CollectError(`could not get a token for ${this.owner}/${this.name} (${(err as Error).message}): the app needs read access to ${list} on it`);
     }
   }
 

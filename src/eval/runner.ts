@@ -13,7 +13,7 @@ import { instanceFingerprint, type EvalInstance, type InstanceProblem } from './
 import { emptyReport, judgePatch, type JudgeResult, type JudgeSandbox } from './judge.ts';
 import { endpointMetrics, type EndpointMetrics } from './metrics.ts';
 import { Progress } from './progress.ts';
-import { RepoCache, type GitHubHost } from './repo-source.ts';
+import { RepoCache, type AppRepoAuth, type GitHubHost } from './repo-source.ts';
 import { renderCostPlot, renderHtml, renderMarkdown, sweBenchRunReport, type ReportedAttempt, type RunSummary, type SweBenchRunReport } from './report.ts';
 import {
   EvalStore,
@@ -63,6 +63,8 @@ export interface EvalRunOptions {
   validate: boolean;
   settings: EvalSettings;
   gh: GitHubHost;
+  /** The GitHub App's read access to private `owner/name` repositories (null: they are cloned anonymously). */
+  appAuth?: AppRepoAuth | null | undefined;
   docker: Docker;
   env: NodeJS.ProcessEnv;
   signal: AbortSignal;
@@ -95,7 +97,7 @@ export async function runEval(opts: EvalRunOptions): Promise<EvalRunOutcome> {
   const store = new EvalStore(opts.outDir);
   const meta = await prepareOutput(store, opts);
   const labels = { [LABEL_EVAL]: meta.run_id };
-  const repos = new RepoCache(path.join(opts.outDir, '.repos'), opts.gh);
+  const repos = new RepoCache(path.join(opts.outDir, '.repos'), opts.gh, opts.appAuth ?? null);
   try {
     // 1. Gold validation: the instances whose gold patch does not resolve them are not run.
     let validation: GoldRecord[] | null = null;
@@ -130,10 +132,17 @@ export async function runEval(opts: EvalRunOptions): Promise<EvalRunOutcome> {
     const summary = await writeReports(opts, store, meta, instances, validation);
     const interrupted = opts.signal.aborted;
     const errors = summary.endpoints.reduce((n, m) => n + m.errors, 0);
-    return { summary, exitCode: interrupted ? 130 : opts.problems.length > 0 || errors > 0 ? 1 : 0 };
+    // An instance that could not be validated at all (its repository could not be fetched, …) is an error.
+    const unvalidated = validation ? opts.instances.length - validation.length : 0;
+    return { summary, exitCode: interrupted ? 130 : opts.problems.length > 0 || errors > 0 || unvalidated > 0 ? 1 : 0 };
   } finally {
     // Every sandbox removes itself; this catches one whose removal was cut short (an engine restart).
-    await sweepContainers(opts.docker, meta.run_id);
+    try {
+      await sweepContainers(opts.docker, meta.run_id);
+    } finally {
+      // The tokens minted to fetch private repositories are revoked.
+      await repos.close();
+    }
   }
 }
 

@@ -1,15 +1,23 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { z } from 'zod';
+import { loadEnv } from '../../src/config/env.ts';
 import { parseInstances } from '../../src/eval/instance.ts';
+import { AppRepoAuth, RepoCache } from '../../src/eval/repo-source.ts';
 import { startGitHubStandin, type GitHubStandin } from '../support/github-standin/index.ts';
 import { runEvalCli } from '../fixtures/eval/cli.ts';
 import { CALC_FILES, CALC_FIXED, CALC_TEST_WITH_ADD } from '../fixtures/eval/instances.ts';
 
 const OWNER = 'acme';
+
+/** Every file under `root`, recursively. */
+const filesUnder = (root: string): string[] =>
+  readdirSync(root, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => path.join(e.parentPath, e.name));
 const REPO = 'calc';
 
 const skippedSchema = z.strictObject({
@@ -25,7 +33,8 @@ const skippedSchema = z.strictObject({
  * A repository's history in the stand-in: issues fixed by merged pull requests (with and without
  * tests), one linked only to an unmerged pull request, one closed by hand. `lilypad eval collect`
  * runs as the GitHub App (a private repository, a read-only installation token over REST and git)
- * and its output is then validated by `lilypad eval run --validate`.
+ * and its output is then validated by `lilypad eval run --validate`, which fetches the private
+ * repository as the app too.
  */
 describe('lilypad eval collect', () => {
   let gh: GitHubStandin;
@@ -152,15 +161,60 @@ describe('lilypad eval collect', () => {
     }
     assert.ok(mine.some((r) => r.path.startsWith(`/api/v3/repos/${OWNER}/${REPO}/issues?`) && /state=closed/.test(r.path)));
 
-    // The output is what `lilypad eval run` takes: it validates (its clone of owner/name is anonymous, so the repository is made public for it).
-    gh.setRepoVisibility(OWNER, REPO, 'public');
-    try {
-      const validate = await runEvalCli(['run', '--instances', out, '--validate', '--out', path.join(dir, 'validate')], { GHE_HOST: gh.host, GHE_PROTOCOL: 'http' });
-      assert.equal(validate.code, 0, validate.stderr + validate.stdout);
-      assert.match(validate.stdout, /^validation: 1 of 1 instance\(s\) valid$/m);
-    } finally {
-      gh.setRepoVisibility(OWNER, REPO, 'private');
+    // The output is what `lilypad eval run` takes; the repository stays private. Without the app's
+    // credentials the anonymous clone fails and says what to set.
+    const anonymous = await runEvalCli(['run', '--instances', out, '--validate', '--out', path.join(dir, 'validate-anonymous')], { GHE_HOST: gh.host, GHE_PROTOCOL: 'http' });
+    assert.equal(anonymous.code, 1, anonymous.stderr + anonymous.stdout);
+    assert.match(anonymous.stderr, /acme__calc-1: could not be validated: could not fetch acme\/calc \(http:\/\/[^)]+\/acme\/calc\.git\): .*if it is a private repository, set APP_ID and PRIVATE_KEY \(or PRIVATE_KEY_PATH\) of a GitHub App installed on it/s);
+    assert.match(anonymous.stdout, /^validation: 0 of 0 instance\(s\) valid; 1 could not be validated/m);
+
+    // With them, it fetches the repository as the app and validates the instance: one new token,
+    // read-only, restricted to this repository, on every git request (as a header, never in a URL),
+    // in no file or output, revoked at the end.
+    const runFrom = gh.requests.length;
+    const earlier = new Set(gh.tokens().map((t) => t.token));
+    const validateOut = path.join(dir, 'validate');
+    const validate = await runEvalCli(['run', '--instances', out, '--validate', '--out', validateOut], appEnv);
+    assert.equal(validate.code, 0, validate.stderr + validate.stdout);
+    assert.match(validate.stdout, /^validation: 1 of 1 instance\(s\) valid$/m);
+    const runTokens = gh.tokens().filter((t) => !earlier.has(t.token));
+    assert.equal(runTokens.length, 1);
+    const [runToken] = runTokens;
+    assert.deepEqual(runToken!.repositories, [REPO]);
+    assert.deepEqual(runToken!.permissions, { contents: 'read', metadata: 'read' });
+    assert.ok(runToken!.expiresAt.getTime() <= Date.now(), 'the token was revoked');
+    const runRequests = gh.requests.slice(runFrom);
+    const runGit = runRequests.filter((r) => r.kind === 'git');
+    assert.ok(runGit.length > 0);
+    for (const r of runGit) {
+      assert.equal(r.token, runToken!.token, `${r.method} ${r.path} carried the token`);
+      assert.ok(r.status < 400, `${r.method} ${r.path} answered ${r.status}`);
     }
+    const header = Buffer.from(`x-access-token:${runToken!.token}`).toString('base64');
+    for (const r of runRequests) assert.ok(!r.path.includes(runToken!.token), `no token in ${r.path}`);
+    for (const text of [validate.stdout, validate.stderr, ...filesUnder(validateOut).map((f) => readFileSync(f, 'latin1'))]) {
+      assert.ok(!text.includes(runToken!.token) && !text.includes(header), 'the token is in no output and no file');
+    }
+  });
+
+  test("eval run's owner/name source: as the app where it is installed, anonymous for a public repository where it is not, what to do for a private one", async () => {
+    gh.createRepo('outsider', 'open', { private: false });
+    gh.createRepo('outsider', 'closed');
+    const earlier = new Set(gh.tokens().map((t) => t.token));
+    const repos = new RepoCache(mkdtempSync(path.join(os.tmpdir(), 'lilypad-eval-repos-')), { host: gh.host, protocol: 'http' }, AppRepoAuth.fromEnv(loadEnv({ ...appEnv, LILYPAD_DATA_DIR: dir })));
+    try {
+      const mine = await repos.checkout(`${OWNER}/${REPO}`, mainBeforeFix);
+      assert.equal(mine.baseCommit, mainBeforeFix);
+      await mine.dispose();
+      const open = await repos.checkout('outsider/open', gh.branchSha('outsider', 'open', 'main')!);
+      await open.dispose();
+      await assert.rejects(repos.checkout('outsider/closed', gh.branchSha('outsider', 'closed', 'main')!), /could not fetch outsider\/closed .*the GitHub App \d+ is not installed on outsider\/closed: install it on the repository/s);
+    } finally {
+      await repos.close();
+    }
+    const minted = gh.tokens().filter((t) => !earlier.has(t.token));
+    assert.deepEqual(minted.map((t) => t.repositories), [[REPO]], 'a token only for the repository the app is installed on');
+    assert.ok(minted.every((t) => t.expiresAt.getTime() <= Date.now()), 'revoked by close()');
   });
 
   test('--since leaves out issues not updated since; a repository the app is not installed on is an actionable error', async () => {
