@@ -2,7 +2,7 @@ import { UsageError } from '../cli/usage-error.ts';
 
 /**
  * What one attempt costs. Self-hosted: GPU time priced by the hour; hosted: tokens priced per
- * million. The formulas are documented in docs/eval.md and printed in every report.
+ * million. The formulas are documented in README.md ("Evaluating on your own issues") and printed in every report.
  */
 export type CostModel =
   | { kind: 'gpu_hour'; gpuHourCost: number }
