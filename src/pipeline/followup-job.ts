@@ -4,7 +4,7 @@ import { CancelledError } from '../sandbox/errors.ts';
 import { takeRequests, type FollowupRequest } from './followups.ts';
 import { BUDGET_EXITS, noChange, noPatchWhy, revisionOf } from './issue-job.ts';
 import type { JobContext, RunJobOutcome } from './job-context.ts';
-import { releaseJob } from './job-context.ts';
+import { endIfStale, releaseJob } from './job-context.ts';
 import { UserError } from './failures.ts';
 import { addRevision } from './pr-record.ts';
 import { applyChange, HeadMovedError, pushOnTop, refuseSecrets } from './phases/publish.ts';
@@ -13,7 +13,6 @@ import { runInSandbox } from './phases/sandbox.ts';
 import { validateFollowup, type FollowupTarget } from './phases/validate.ts';
 import { prepareWorkspace } from './phases/workspace.ts';
 import { buildReviewTask } from './review-task.ts';
-import { StaleTriggerError } from './validate-trigger.ts';
 
 /**
  * A follow-up job: Lilypad revises its own pull request after review. The same spine as an issue
@@ -42,10 +41,7 @@ export async function runFollowupJob(ctx: JobContext, jobId: string): Promise<Ru
       }
     }
   } catch (err) {
-    if (!(err instanceof StaleTriggerError)) throw err;
-    await ctx.status.finish({ state: 'cancelled', why: err.message });
-    deps.recorder.finish({ outcome: 'stale', why: err.message });
-    return { result: 'stale', why: err.message };
+    return await endIfStale(ctx, err);
   } finally {
     await releaseJob(ctx);
   }

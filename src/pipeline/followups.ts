@@ -6,6 +6,7 @@ import type { CancelBus } from '../queue/cancel-bus.ts';
 import { followupJobId, type RunJob } from '../queue/jobs.ts';
 import { withRedisLock } from '../queue/redis-lock.ts';
 import { isLive, type RunQueue } from '../queue/run-queue.ts';
+import { parseStoredList } from '../queue/stored-json.ts';
 
 /**
  * Follow-up runs on Lilypad's pull requests, serialised per pull request: one runs at a time;
@@ -85,19 +86,20 @@ export async function followupEnded(deps: FollowupDeps, client: GitHubClient, ta
  * that a retry of the same job (an infrastructure failure) works on the same ones.
  */
 export async function takeRequests(redis: Redis, prefix: string, job: RunJob, jobId: string): Promise<FollowupRequest[]> {
-  const taken = takenKey(prefix, jobId);
   const k = keys(prefix, job.repoId, job.pullNumber!);
-  const res = await redis
-    .multi()
-    .lrange(k.pending, 0, -1)
-    .del(k.pending)
-    .rpush(taken, '__mark__')
-    .exec();
-  const fresh = (res?.[0]?.[1] as string[] | undefined) ?? [];
-  if (fresh.length > 0) await redis.multi().rpush(taken, ...fresh).expire(taken, TTL_S).exec();
-  const all = await redis.lrange(taken, 0, -1);
-  return parseRequests(all.filter((l) => l !== '__mark__'));
+  const taken = (await redis.eval(TAKE, 2, k.pending, takenKey(prefix, jobId), TTL_S)) as string[];
+  return parseRequests(taken);
 }
+
+/** Moves the waiting list onto the job's own list in one step (nothing is lost between the two). */
+const TAKE = `
+local waiting = redis.call('lrange', KEYS[1], 0, -1)
+if #waiting > 0 then
+  redis.call('rpush', KEYS[2], unpack(waiting))
+  redis.call('del', KEYS[1])
+  redis.call('expire', KEYS[2], ARGV[1])
+end
+return redis.call('lrange', KEYS[2], 0, -1)`;
 
 /** `/lilypad cancel`, a closed pull request, or the label removed: drop waiting requests, stop the run. */
 export async function cancelFollowups(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, by: string | undefined, why: string): Promise<string> {
@@ -149,12 +151,5 @@ async function queueNext(deps: FollowupDeps, client: GitHubClient, target: Follo
 }
 
 function parseRequests(lines: string[]): FollowupRequest[] {
-  return lines.flatMap((line) => {
-    try {
-      const parsed = followupRequestSchema.safeParse(JSON.parse(line));
-      return parsed.success ? [parsed.data] : [];
-    } catch {
-      return [];
-    }
-  });
+  return parseStoredList(followupRequestSchema, lines);
 }

@@ -5,14 +5,13 @@ import { pinText, runJobId } from '../queue/jobs.ts';
 import { runLinkFor } from '../web/urls.ts';
 import { CancelledError } from '../sandbox/errors.ts';
 import type { JobContext, RunJobOutcome } from './job-context.ts';
-import { releaseJob } from './job-context.ts';
+import { endIfStale, releaseJob } from './job-context.ts';
 import { applyChange, publishPullRequest, refuseSecrets } from './phases/publish.ts';
 import { recordIssueRevision, reportPullRequest } from './phases/report.ts';
 import { runInSandbox, type SandboxRun } from './phases/sandbox.ts';
 import { validateIssueJob } from './phases/validate.ts';
 import { prepareWorkspace } from './phases/workspace.ts';
 import { readPublished } from './publish-change.ts';
-import { StaleTriggerError } from './validate-trigger.ts';
 
 export const BUDGET_EXITS = new Set(['max_turns', 'max_context_len', 'max_tokens_per_turn', 'max_time', 'llm_query_error', 'tool_error']);
 
@@ -77,11 +76,7 @@ export async function runIssueJob(ctx: JobContext): Promise<RunJobOutcome> {
     }
     return await reportPullRequest(ctx, published);
   } catch (err) {
-    // The trigger stopped holding (at the start, or right before the agent): say so, not "failed".
-    if (!(err instanceof StaleTriggerError)) throw err;
-    await ctx.status.finish({ state: 'cancelled', why: err.message });
-    ctx.deps.recorder.finish({ outcome: 'stale', why: err.message });
-    return { result: 'stale', why: err.message };
+    return await endIfStale(ctx, err);
   } finally {
     await releaseJob(ctx);
   }

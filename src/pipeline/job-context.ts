@@ -11,6 +11,7 @@ import { SecretScanner } from '../observability/secrets.ts';
 import type { RunJob } from '../queue/jobs.ts';
 import { CancelledError, reasonText } from '../sandbox/errors.ts';
 import type { RunStatus } from './run-status.ts';
+import { StaleTriggerError } from './validate-trigger.ts';
 import type { SetupNetworkProvider } from './sandbox-session.ts';
 
 /** What every job needs from the process that runs it. */
@@ -91,6 +92,26 @@ export function createJobContext(job: RunJob, deps: JobDeps, signal: AbortSignal
       }
     },
   };
+}
+
+/**
+ * The trigger stopped holding (at the start, or right before the agent): the job ends saying so,
+ * as cancelled, not failed. Anything else is rethrown for the runner's verdict.
+ */
+export async function endIfStale(ctx: JobContext, err: unknown): Promise<RunJobOutcome> {
+  if (!(err instanceof StaleTriggerError)) throw err;
+  await ctx.status.finish({ state: 'cancelled', why: err.message });
+  ctx.deps.recorder.finish({ outcome: 'stale', why: err.message });
+  return { result: 'stale', why: err.message };
+}
+
+/**
+ * Right before anything is pushed: not cancelled, and this worker still holds the job (renewing its
+ * claim). A worker whose job was handed over must leave publishing to the copy that took it.
+ */
+export async function assertStillOwned(ctx: JobContext): Promise<void> {
+  if (ctx.signal.aborted) throw new CancelledError(reasonText(ctx.signal.reason));
+  if (!(await ctx.deps.holdsJob())) throw new CancelledError('this worker no longer holds the job; another worker took it over');
 }
 
 /** Releases everything the job holds, newest first; a failing cleanup is logged, never thrown. */

@@ -1,7 +1,3 @@
-import type Docker from 'dockerode';
-import type { Redis } from 'ioredis';
-import type { Env } from '../config/env.ts';
-import type { GitHubApp } from '../github/app-auth.ts';
 import type { GitHubClient, IssueRef } from '../github/client.ts';
 import { RepoTokens } from '../github/repo-tokens.ts';
 import type { StatusComments } from '../github/status-comment.ts';
@@ -17,9 +13,8 @@ import { classifyFailure } from './failures.ts';
 import { followupEnded, type FollowupTarget } from './followups.ts';
 import { runFollowupJob } from './followup-job.ts';
 import { runIssueJob } from './issue-job.ts';
-import { createJobContext, type RunJobOutcome } from './job-context.ts';
+import { createJobContext, type JobDeps, type RunJobOutcome } from './job-context.ts';
 import { RunStatus } from './run-status.ts';
-import type { SetupNetworkProvider } from './sandbox-session.ts';
 
 /** Why a running job's signal was aborted, besides a user's cancel (`cancel:<json>`). */
 export const SHUTDOWN = 'shutdown';
@@ -52,15 +47,8 @@ export interface QueuedRun {
   cancel(reason: string): void;
 }
 
-export interface RunnerDeps {
-  env: Env;
-  github: GitHubApp;
-  docker: Docker;
-  redis: Redis;
-  logger: Logger;
-  workerId: string;
-  setupNetwork: SetupNetworkProvider | null;
-  labels: Record<string, string>;
+/** What the runner needs besides what each job gets (see JobDeps; the rest is made per job). */
+export interface RunnerDeps extends Omit<JobDeps, 'deadlineAt' | 'holdsJob' | 'recorder'> {
   status: StatusComments;
   cancelBus: CancelBus;
   runStore: RunStore;
@@ -130,7 +118,7 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
   }, 5000);
   let settled = true;
   try {
-    const ctx = createJobContext(data, { env, github: deps.github, docker: deps.docker, redis, logger: log, workerId: deps.workerId, labels: deps.labels, setupNetwork: deps.setupNetwork, deadlineAt, holdsJob: () => run.holdsJob(), recorder }, run.signal, runId, status, tokens, ref);
+    const ctx = createJobContext(data, { ...deps, logger: log, deadlineAt, holdsJob: () => run.holdsJob(), recorder }, run.signal, runId, status, tokens, ref);
     const outcome = data.kind === 'followup' ? await runFollowupJob(ctx, run.id) : await runIssueJob(ctx);
     log.info({ outcome }, 'job finished');
     finished(outcome.result);
@@ -141,7 +129,7 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
     recorder.finish(verdict === 'cancelled' ? { outcome: 'cancelled' } : { outcome: 'failed', error: (err as Error).message, why: verdict === 'retry' ? 'infrastructure problem; the job is retried' : null });
     finished(verdict === 'retry' ? 'retried' : verdict === 'handed-back' ? 'handed_back' : verdict);
     if (verdict === 'cancelled') return { result: 'cancelled' };
-    throw err instanceof HandBack || err instanceof FinalFailure || err instanceof LostClaim ? err : toQueueError(verdict, err);
+    throw toQueueError(verdict, err);
   } finally {
     clearInterval(poll);
     clearTimeout(deadline);

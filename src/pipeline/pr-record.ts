@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Revision } from '../github/revisions.ts';
 import { pinnedTextSchema } from '../queue/jobs.ts';
+import { parseStored } from '../queue/stored-json.ts';
 
 /**
  * What Lilypad keeps about each pull request it opened: the issue and its pinned text (what a
@@ -30,14 +31,7 @@ const key = (prefix: string, repoId: number, pullNumber: number) => `${prefix}:p
 const TTL_S = 365 * 24 * 3600;
 
 export async function readPrRecord(redis: Redis, prefix: string, repoId: number, pullNumber: number): Promise<PrRecord | null> {
-  const raw = await redis.get(key(prefix, repoId, pullNumber));
-  if (!raw) return null;
-  try {
-    const parsed = prRecordSchema.safeParse(JSON.parse(raw));
-    return parsed.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
+  return parseStored(prRecordSchema, await redis.get(key(prefix, repoId, pullNumber)));
 }
 
 async function writePrRecord(redis: Redis, prefix: string, repoId: number, pullNumber: number, record: PrRecord): Promise<void> {

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
+import { parseStored } from '../queue/stored-json.ts';
 import { pushBranch, remoteTip } from '../workspace/publish.ts';
 
 /** Branch names tried in order: lilypad/issue-N, then -2, -3, ... when someone else owns one. */
@@ -103,15 +104,8 @@ const PUBLISHED_TTL_S = 7 * 24 * 3600;
 
 /** What this trigger already published, if anything (the record of an older trigger does not count). */
 export async function readPublished(redis: Redis, prefix: string, jobId: string, deliveryId: string): Promise<Published | null> {
-  const raw = await redis.get(publishedKey(prefix, jobId));
-  if (!raw) return null;
-  let parsed: ReturnType<typeof publishedSchema.safeParse>;
-  try {
-    parsed = publishedSchema.safeParse(JSON.parse(raw));
-  } catch {
-    return null;
-  }
-  return parsed.success && parsed.data.deliveryId === deliveryId ? parsed.data : null;
+  const published = parseStored(publishedSchema, await redis.get(publishedKey(prefix, jobId)));
+  return published?.deliveryId === deliveryId ? published : null;
 }
 
 export async function recordPublished(redis: Redis, prefix: string, jobId: string, published: Published): Promise<void> {
@@ -128,12 +122,5 @@ export async function forgetPush(redis: Redis, prefix: string, repoId: number, b
 }
 
 async function readRecord(redis: Redis, key: string): Promise<PushRecord> {
-  const raw = await redis.get(key);
-  if (!raw) return { sha: null, pending: null };
-  try {
-    const parsed = pushRecordSchema.safeParse(JSON.parse(raw));
-    return parsed.success ? parsed.data : { sha: null, pending: null };
-  } catch {
-    return { sha: null, pending: null };
-  }
+  return parseStored(pushRecordSchema, await redis.get(key)) ?? { sha: null, pending: null };
 }

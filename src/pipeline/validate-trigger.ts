@@ -1,6 +1,7 @@
 import type { GitHubClient } from '../github/client.ts';
 import { hasWriteAccess } from '../github/permissions.ts';
 import { issueEditSchema, textDigest, type IssueEdit, type RunJob } from '../queue/jobs.ts';
+import { parseStoredList } from '../queue/stored-json.ts';
 
 /** The trigger no longer holds (closed, unlabelled, no write access, text edited by an outsider). */
 export class StaleTriggerError extends Error {
@@ -46,12 +47,5 @@ export async function checkPinnedText(job: RunJob, currentDigest: string, edits:
 }
 
 export function parseEdits(raw: string[]): IssueEdit[] {
-  return raw.flatMap((line) => {
-    try {
-      const parsed = issueEditSchema.safeParse(JSON.parse(line));
-      return parsed.success ? [parsed.data] : [];
-    } catch {
-      return [];
-    }
-  });
+  return parseStoredList(issueEditSchema, raw);
 }

@@ -60,13 +60,7 @@ export async function sweepDeadInstances(docker: Docker, redis: Redis, prefix: s
     await new Promise((r) => setTimeout(r, confirmMs));
     if (await isAlive(redis, prefix, instance)) continue;
     summary.instances.push(instance);
-    for (const c of labelled.filter((c) => c.Labels[LABEL_INSTANCE] === instance)) {
-      await docker
-        .getContainer(c.Id)
-        .remove({ force: true, v: true })
-        .then(() => summary.containers++)
-        .catch(() => undefined);
-    }
+    summary.containers += await removeContainers(docker, labelled.filter((c) => c.Labels[LABEL_INSTANCE] === instance));
     // Setup networks go after the sandboxes attached to them.
     const gone = await removeEgressLeftovers(docker, LABEL_INSTANCE, instance);
     summary.networks += gone.networks;
@@ -89,15 +83,7 @@ export async function sweepOwnLeftovers(docker: Docker, self: string, liveJobs: 
     const job = labels?.[LABEL_JOB];
     return labels?.[LABEL_RUN] !== undefined && job !== undefined && !liveJobs.has(job);
   };
-  let containers = 0;
-  for (const c of await docker.listContainers({ all: true, filters: { label: [mine, LABEL_RUN] } })) {
-    if (!stale(c.Labels)) continue;
-    await docker
-      .getContainer(c.Id)
-      .remove({ force: true, v: true })
-      .then(() => containers++)
-      .catch(() => undefined);
-  }
+  const containers = await removeContainers(docker, (await docker.listContainers({ all: true, filters: { label: [mine, LABEL_RUN] } })).filter((c) => stale(c.Labels)));
   let networks = 0;
   for (const n of await docker.listNetworks({ filters: { label: [mine, LABEL_RUN, LABEL_ROLE] } })) {
     if (!stale(n.Labels)) continue;
@@ -108,4 +94,17 @@ export async function sweepOwnLeftovers(docker: Docker, self: string, liveJobs: 
       .catch(() => undefined);
   }
   return { containers, networks };
+}
+
+/** Removes the containers (and their anonymous volumes), one by one; returns how many went. */
+async function removeContainers(docker: Docker, list: readonly Docker.ContainerInfo[]): Promise<number> {
+  let removed = 0;
+  for (const c of list) {
+    await docker
+      .getContainer(c.Id)
+      .remove({ force: true, v: true })
+      .then(() => removed++)
+      .catch(() => undefined);
+  }
+  return removed;
 }

@@ -13,7 +13,7 @@ import { jobFinished } from '../observability/metrics.ts';
 import { runStoreFromEnv } from '../observability/run-store.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import type { RunJobOutcome } from '../pipeline/job-context.ts';
-import { FinalFailure, HandBack, JOB_DEADLINE, LOST_LOCK, LostClaim, runQueuedJob, SHUTDOWN } from '../pipeline/job-runner.ts';
+import { FinalFailure, HandBack, LOST_LOCK, LostClaim, runQueuedJob, SHUTDOWN } from '../pipeline/job-runner.ts';
 import type { SetupNetworkProvider } from '../pipeline/sandbox-session.ts';
 import { handleEvent } from '../pipeline/triggers.ts';
 import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
@@ -137,11 +137,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   );
 
   const revocations = new Set<Promise<void>>();
-  /** Marks a job's sandboxes and setup networks (labelled with its id) as live for the own-leftovers sweep. */
-  const liveRun = (jobId: string) => {
-    liveRuns.add(jobId);
-    return jobId;
-  };
+
 
   /** A BullMQ job, handed to the pipeline's job runner; its verdicts become BullMQ's. */
   async function processRun(job: Job<RunJob, RunJobOutcome>, token: string | undefined, signal: AbortSignal): Promise<RunJobOutcome> {
@@ -160,7 +156,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       },
       cancel: (reason: string) => void runs.cancelJob(job.id!, reason),
     };
-    const runId = liveRun(job.id!);
+    liveRuns.add(job.id!);
     try {
       return await runQueuedJob(run, {
         env,
@@ -190,7 +186,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       if (err instanceof LostClaim) throw new Error(err.message);
       throw err;
     } finally {
-      liveRuns.delete(runId);
+      liveRuns.delete(job.id!);
     }
   }
 

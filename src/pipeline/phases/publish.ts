@@ -3,10 +3,9 @@ import { upsertPullRequest } from '../../github/pull-request.ts';
 import type { SecretScanner } from '../../observability/secrets.ts';
 import { runJobId } from '../../queue/jobs.ts';
 import { withRedisLock } from '../../queue/redis-lock.ts';
-import { CancelledError, reasonText } from '../../sandbox/errors.ts';
 import { prepareChange, pushBranch, type PreparedChange } from '../../workspace/publish.ts';
 import { UserError } from '../failures.ts';
-import type { JobContext } from '../job-context.ts';
+import { assertStillOwned, type JobContext } from '../job-context.ts';
 import { pushWithoutOverwriting, readPublished, forgetPush, recordPublished, type Published } from '../publish-change.ts';
 
 /**
@@ -71,8 +70,7 @@ export async function publishPullRequest(ctx: JobContext, config: RepoConfig, ch
   return withRedisLock(deps.redis, `${prefix}:publish:${jobId}`, { ttlMs: 10 * 60_000, waitMs: 10 * 60_000 }, async () => {
     const already = await readPublished(deps.redis, prefix, jobId, job.deliveryId);
     if (already) return { published: already, fresh: false };
-    if (ctx.signal.aborted) throw new CancelledError(reasonText(ctx.signal.reason));
-    if (!(await deps.holdsJob())) throw new CancelledError('this worker no longer holds the job; another worker took it over');
+    await assertStillOwned(ctx);
     const pushed = await ctx.step('push', () =>
       pushWithoutOverwriting(change.dir, change.headSha!, {
         redis: deps.redis,
@@ -125,8 +123,7 @@ export class HeadMovedError extends Error {
  */
 export async function pushOnTop(ctx: JobContext, change: PreparedChange, branch: string, expectedHead: string, cloneUrl: string): Promise<void> {
   const { deps, job } = ctx;
-  if (ctx.signal.aborted) throw new CancelledError(reasonText(ctx.signal.reason));
-  if (!(await deps.holdsJob())) throw new CancelledError('this worker no longer holds the job; another worker took it over');
+  await assertStillOwned(ctx);
   const result = await ctx.step('push', async () => pushBranch(change.dir, cloneUrl, branch, await ctx.tokens.gitAuthHeader(), { expected: expectedHead }));
   if (result !== 'pushed') throw new HeadMovedError(`someone pushed to \`${branch}\` while Lilypad worked on it`);
   await forgetPush(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, branch);
