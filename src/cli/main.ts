@@ -1,3 +1,4 @@
+import { loadDotEnv } from '../config/dotenv.ts';
 import { ConfigError } from '../config/env.ts';
 
 const USAGE = `Usage: lilypad <command> [options]
@@ -14,6 +15,8 @@ Run \`lilypad <command> --help\` for the options of a command.`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  // Settings from `.env` (or LILYPAD_ENV_FILE) for every command; the environment wins over the file.
+  if (command !== undefined && !command.startsWith('-') && command !== 'help') loadDotEnv();
   switch (command) {
     case 'run':
       return (await import('./run.ts')).runCommand(rest);

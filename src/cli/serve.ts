@@ -1,17 +1,20 @@
 import { Queue } from 'bullmq';
 import { getPrivateKey } from '@probot/get-private-key';
 import type { Server as HttpServer, ServerResponse } from 'node:http';
-import { Probot, createNodeMiddleware, run as probotRun } from 'probot';
+import { Probot, createNodeMiddleware } from 'probot';
+import { envFilePath } from '../config/dotenv.ts';
 import { loadEnv, type Env } from '../config/env.ts';
 import { GitHubApp, githubEndpoints } from '../github/app-auth.ts';
+import { createRegistration, isLoopbackUrl, registrationBaseUrl, SETUP_PATH, WEBHOOK_PATH } from '../github/registration.ts';
 import { createLimitedServer, type GuardedRequest } from '../github/webhook-limits.ts';
 import { lilypadApp } from '../github/webhooks.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { EVENTS_QUEUE, type EventJob } from '../queue/jobs.ts';
 import { checkRedis, createRedis } from '../queue/redis.ts';
-import { startWorker, type WorkerRuntime } from '../queue/worker.ts';
+import { startWorker } from '../queue/worker.ts';
 import { createDockerClient } from '../sandbox/sandbox.ts';
 import { mountWebExtras, startMetricsPort } from '../web/mount.ts';
+import { startPrivateRedis } from './private-redis.ts';
 import { UsageError } from './usage-error.ts';
 
 type Role = 'start' | 'web' | 'worker';
@@ -46,17 +49,32 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
     return 0;
   }
   if (argv.length > 0) throw new UsageError(`lilypad ${role} takes no arguments (configuration comes from the environment; see .env.example)`);
-  const env = loadEnv();
-  const logger = createLogger({
-    level: env.LOG_LEVEL,
-    secrets: [env.OPENAI_API_KEY, env.WEBHOOK_SECRET, env.PRIVATE_KEY],
-    destination: 1,
-  });
-  containProcessFailures(logger);
-  const creds = credentials(env);
-  const redisUrl = env.REDIS_URL ?? DEFAULT_REDIS;
-  if (creds) {
-    await checkRedis(redisUrl).catch((err: Error) => {
+  let env = loadEnv();
+  let logger = processLogger(env);
+  const uncontain = containProcessFailures(logger);
+  let creds = credentials(env);
+  if (!creds && role === 'worker') {
+    throw new UsageError('APP_ID and PRIVATE_KEY (or PRIVATE_KEY_PATH) are required for a worker: register the app first with `lilypad start` or `lilypad web`.');
+  }
+  const stopRequested = stopSignal(() => logger);
+  const stops: Array<() => Promise<void>> = [];
+  try {
+    // The web server takes its port first: it serves the registration pages until the app exists,
+    // then the webhooks and run pages, without a restart in between.
+    const web = role === 'worker' ? null : await openWebServer(env, () => logger);
+    if (web) stops.push(web.close);
+    if (!creds) {
+      const registered = await register(env, web!, logger, stopRequested);
+      if (!registered) return await stopAll(stops, logger);
+      env = loadEnv();
+      creds = credentials(env)!;
+    }
+    const redis = await redisFor(role, env, logger);
+    if (redis.stop) stops.push(redis.stop);
+    logger = processLogger(env, ...(redis.password ? [redis.password] : []));
+    uncontain();
+    containProcessFailures(logger);
+    await checkRedis(redis.url).catch((err: Error) => {
       throw new UsageError(err.message);
     });
     if (role !== 'web') {
@@ -66,38 +84,32 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
           throw new UsageError(`cannot reach the Docker engine (${err.message}). A worker starts sandboxes through it: start it, or point DOCKER_HOST at it.`);
         });
     }
-  }
-
-  if (!creds) {
-    if (role === 'worker') {
-      throw new UsageError('APP_ID and PRIVATE_KEY (or PRIVATE_KEY_PATH) are required for a worker: register the app first with `lilypad start` or `lilypad web`.');
-    }
-    // No credentials yet: Probot's registration flow creates the app from app.yml and writes .env.
-    logger.info(`no GitHub App credentials: open http://${env.HOST ?? 'localhost'}:${env.PORT} to register Lilypad from app.yml, then restart`);
-    await probotRun(() => {}, { env: process.env as Record<string, string>, log: logger });
-    await new Promise<never>(() => {});
-  }
-
-  const github = new GitHubApp({ appId: creds!.appId, privateKey: creds!.privateKey, secret: creds!.secret, endpoints: githubEndpoints(env), log: logger });
-  const stops: Array<() => Promise<void>> = [];
-  let worker: WorkerRuntime | undefined;
-  try {
+    const github = new GitHubApp({ appId: creds.appId, privateKey: creds.privateKey, secret: creds.secret, endpoints: githubEndpoints(env), log: logger });
     if (role === 'start' || role === 'worker') {
-      worker = await startWorker({ env, redisUrl, github, docker: createDockerClient(), logger });
-      stops.push(() => worker!.close());
+      const worker = await startWorker({ env, redisUrl: redis.url, github, docker: createDockerClient(), logger });
+      stops.unshift(() => worker.close());
     }
-    if (role === 'start' || role === 'web') stops.unshift(await startWeb(env, creds!, redisUrl, logger));
-    const metricsPort = await startMetricsPort(env, redisUrl, logger);
-    if (metricsPort) stops.push(metricsPort);
+    if (web) stops.unshift(await web.serveApp(env, creds, redis.url, logger));
+    const metricsPort = await startMetricsPort(env, redis.url, logger);
+    if (metricsPort) stops.unshift(metricsPort);
   } catch (err) {
     // Half a process (a worker without its webhook server) must not keep running.
-    for (const s of stops) await s().catch(() => undefined);
+    await stopAll(stops, logger, true);
     throw err;
   }
+  await stopRequested;
+  return stopAll(stops, logger);
+}
 
-  await new Promise<void>((resolve) => {
+function processLogger(env: Env, ...more: string[]): Logger {
+  return createLogger({ level: env.LOG_LEVEL, secrets: [env.OPENAI_API_KEY, env.WEBHOOK_SECRET, env.PRIVATE_KEY, env.GITHUB_CLIENT_SECRET, ...more], destination: 1 });
+}
+
+/** Resolves on SIGINT or SIGTERM (once). */
+function stopSignal(logger: () => Logger): Promise<void> {
+  return new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {
-      logger.info({ signal }, 'stopping');
+      logger().info({ signal }, 'stopping');
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
       resolve();
@@ -105,19 +117,112 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
-  for (const s of stops) await s().catch((err: unknown) => logger.error({ err: (err as Error).message }, 'error while stopping'));
+}
+
+async function stopAll(stops: Array<() => Promise<void>>, logger: Logger, quiet = false): Promise<number> {
+  for (const s of stops) {
+    await s().catch((err: unknown) => {
+      if (!quiet) logger.error({ err: (err as Error).message }, 'error while stopping');
+    });
+  }
   logger.flush();
   return 0;
 }
 
-const WEBHOOK_PATH = '/api/github/webhooks';
+/**
+ * No credentials yet: serve the manifest flow (src/github/registration.ts) until GitHub has created
+ * the app and `.env` holds its credentials; they are put into this process's environment too.
+ * Resolves false when the process was asked to stop first.
+ */
+async function register(env: Env, web: WebServer, logger: Logger, stopRequested: Promise<void>): Promise<boolean> {
+  const { file } = envFilePath();
+  const registration = createRegistration({ env, envFile: file, logger });
+  web.setHandler(registration.handle);
+  const base = registrationBaseUrl(env);
+  logger.info(`no GitHub App credentials: open ${base}${SETUP_PATH} to register Lilypad as a GitHub App (from app.yml); the credentials are written to ${file}`);
+  if (isLoopbackUrl(base)) {
+    logger.warn(`GitHub cannot reach ${base}: set LILYPAD_PUBLIC_URL to an address GitHub can reach (a reverse proxy or a tunnel to port ${env.PORT}) before registering, so that webhooks arrive`);
+  }
+  const app = await Promise.race([registration.registered, stopRequested.then(() => null)]);
+  if (!app) return false;
+  const values: Record<string, string> = {
+    APP_ID: String(app.appId),
+    PRIVATE_KEY: app.privateKey,
+    WEBHOOK_SECRET: app.webhookSecret,
+    GITHUB_CLIENT_ID: app.clientId,
+    GITHUB_CLIENT_SECRET: app.clientSecret,
+  };
+  for (const [k, v] of Object.entries(values)) process.env[k] = v;
+  delete process.env['PRIVATE_KEY_PATH'];
+  return true;
+}
 
 /**
- * The webhook server: Probot's webhook middleware (it verifies X-Hub-Signature-256 on the raw body)
- * behind Lilypad's own http server, which bounds bodies, request time and connections before Probot
- * sees a request (see webhook-limits.ts). GET /ping answers PONG for health checks.
+ * The Redis this role uses: REDIS_URL when set; for `lilypad start` without it, a private Redis
+ * of its own (src/cli/private-redis.ts); `web` and `worker` (the roles of a multi-machine
+ * install) fall back to 127.0.0.1:6379 as before.
  */
-async function startWeb(env: Env, creds: AppCredentials, redisUrl: string, logger: Logger): Promise<() => Promise<void>> {
+async function redisFor(role: Role, env: Env, logger: Logger): Promise<{ url: string; password?: string; stop?: () => Promise<void> }> {
+  if (env.REDIS_URL) return { url: env.REDIS_URL };
+  if (role !== 'start') return { url: DEFAULT_REDIS };
+  const own = await startPrivateRedis({ dataDir: env.LILYPAD_DATA_DIR, logger, docker: createDockerClient(), ...(env.LILYPAD_REDIS_IMAGE ? { image: env.LILYPAD_REDIS_IMAGE } : {}) }).catch((err: Error) => {
+    throw new UsageError(err.message);
+  });
+  return { url: own.url, password: own.password, stop: own.stop };
+}
+
+interface WebServer {
+  setHandler(handler: (req: GuardedRequest, res: ServerResponse) => Promise<void>): void;
+  /** Switches the server to the registered app: webhooks, run pages, /metrics. Resolves to its stopper. */
+  serveApp(env: Env, creds: AppCredentials, redisUrl: string, logger: Logger): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+/**
+ * The web role's one http server (bounded bodies, request time and connections: webhook-limits.ts),
+ * whose handler is swapped from the registration pages to the app once it has credentials.
+ * GET /ping answers PONG for health checks in both.
+ */
+async function openWebServer(env: Env, logger: () => Logger): Promise<WebServer> {
+  let handler: (req: GuardedRequest, res: ServerResponse) => Promise<void> = async (_req, res) => {
+    res.writeHead(503, { 'retry-after': '5' }).end('starting\n');
+  };
+  const server = createLimitedServer(async (req: GuardedRequest, res: ServerResponse) => {
+    if (req.method === 'GET' && req.url?.split('?')[0] === '/ping') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('PONG');
+      return;
+    }
+    await handler(req, res);
+  });
+  const host = env.HOST ?? 'localhost';
+  await listen(server, env.PORT, host);
+  let closeApp: (() => Promise<void>) | null = null;
+  return {
+    setHandler(h) {
+      handler = h;
+    },
+    async serveApp(appEnv, creds, redisUrl, appLogger) {
+      const app = await appHandler(appEnv, creds, redisUrl, appLogger);
+      handler = app.handle;
+      closeApp = app.close;
+      appLogger.info({ host, port: appEnv.PORT }, `webhook server listening on ${WEBHOOK_PATH}`);
+      return async () => {
+        await closeServer(server);
+        await closeApp?.();
+      };
+    },
+    async close() {
+      if (server.listening) await closeServer(server);
+      logger().debug('web server closed');
+    },
+  };
+}
+
+/**
+ * The registered app's requests: Probot's webhook middleware (it verifies X-Hub-Signature-256 on
+ * the raw body) and the run pages and /metrics (src/web/).
+ */
+async function appHandler(env: Env, creds: AppCredentials, redisUrl: string, logger: Logger): Promise<{ handle: (req: GuardedRequest, res: ServerResponse) => Promise<void>; close: () => Promise<void> }> {
   const events = new Queue<EventJob>(EVENTS_QUEUE, {
     connection: createRedis(redisUrl),
     prefix: env.LILYPAD_QUEUE_PREFIX,
@@ -125,25 +230,18 @@ async function startWeb(env: Env, creds: AppCredentials, redisUrl: string, logge
   });
   const probot = new Probot({ appId: creds.appId, privateKey: creds.privateKey, secret: creds.secret, baseUrl: githubEndpoints(env).apiUrl, log: logger });
   const webhooks = await createNodeMiddleware(lilypadApp(events), { probot, webhooksPath: WEBHOOK_PATH });
-  // GET /metrics and the run pages (/runs, /auth/*, /assets/*): see src/web/.
   const extras = mountWebExtras(env, redisUrl, logger);
-  const server = createLimitedServer(async (req: GuardedRequest, res: ServerResponse) => {
-    if (req.method === 'GET' && req.url?.split('?')[0] === '/ping') {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end('PONG');
-      return;
-    }
-    if (await extras.handle(req, res)) return;
-    await webhooks(req, res, () => {
-      if (!res.headersSent) res.writeHead(404).end();
-    });
-  });
-  const host = env.HOST ?? 'localhost';
-  await listen(server, env.PORT, host);
-  logger.info({ host, port: env.PORT }, `webhook server listening on ${WEBHOOK_PATH}`);
-  return async () => {
-    await extras.close();
-    await closeServer(server);
-    await events.close();
+  return {
+    async handle(req, res) {
+      if (await extras.handle(req, res)) return;
+      await webhooks(req, res, () => {
+        if (!res.headersSent) res.writeHead(404).end();
+      });
+    },
+    async close() {
+      await extras.close();
+      await events.close();
+    },
   };
 }
 

@@ -55,6 +55,10 @@ export const envSchema = z.object({
   LILYPAD_MODEL_MAX_RESPONSE_MB: positiveInt(16),
   LILYPAD_STATUS_INTERVAL_MS: z.coerce.number().int().min(0).default(20_000),
   REDIS_URL: optionalText.refine((v) => v === undefined || /^rediss?:\/\//.test(v), 'must be a redis:// or rediss:// URL'),
+  // With REDIS_URL unset, `lilypad start` runs a private Redis: redis-server if installed, else this image.
+  LILYPAD_REDIS_IMAGE: optionalText,
+  // The settings file read before the environment is parsed (default: .env in the working directory).
+  LILYPAD_ENV_FILE: optionalText,
 
   // GitHub App (read by Probot too; validated here so a mistake is reported once, clearly).
   APP_ID: optionalText.refine((v) => v === undefined || /^\d+$/.test(v), 'must be the numeric App ID from the app settings page'),
@@ -63,6 +67,8 @@ export const envSchema = z.object({
   WEBHOOK_SECRET: optionalText,
   GHE_HOST: optionalText.refine((v) => v === undefined || !/^https?:/.test(v), 'is a host name without protocol, e.g. github.example.com'),
   GHE_PROTOCOL: z.enum(['https', 'http']).default('https'),
+  // Registration creates the app under this organisation (else under the signed-in user).
+  GH_ORG: optionalText,
   HOST: optionalText,
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   LILYPAD_WORKER_CONCURRENCY: positiveInt(1),

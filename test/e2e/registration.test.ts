@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -7,28 +9,75 @@ import { freePort, waitFor } from '../support/app-harness.ts';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
-test('without app credentials, lilypad start offers the registration flow built from app.yml', async () => {
+test('without app credentials, lilypad start serves the registration page built from app.yml and LILYPAD_PUBLIC_URL', async () => {
   const port = await freePort();
+  const cwd = mkdtempSync(path.join(os.tmpdir(), 'lilypad-reg-'));
   const child = spawn(process.execPath, [path.join(ROOT, 'bin/lilypad.js'), 'start'], {
-    cwd: ROOT,
-    env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', NODE_ENV: 'development' },
+    cwd,
+    env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', LILYPAD_PUBLIC_URL: 'https://lilypad.example.com/', GH_ORG: 'acme' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   try {
-    await waitFor(() => /Listening on/.test(out), 'the setup server', 30_000);
-    assert.match(out, /register Lilypad from app\.yml/);
-    const res = await fetch(`http://127.0.0.1:${port}/probot`);
+    await waitFor(() => /no GitHub App credentials: open https:\/\/lilypad\.example\.com\/setup/.test(out), 'the setup server', 30_000);
+    // Probot's old address still leads there.
+    const old = await fetch(`http://127.0.0.1:${port}/probot`, { redirect: 'manual' });
+    assert.equal(old.status, 302);
+    assert.equal(old.headers.get('location'), '/setup');
+    const res = await fetch(`http://127.0.0.1:${port}/setup`);
     assert.equal(res.status, 200);
     const html = await res.text();
-    // The page posts the manifest from app.yml to GitHub's app-creation form.
-    assert.match(html, /Lilypad/);
-    assert.match(html, /manifest/i);
+    assert.match(html, /<form action="https:\/\/github\.com\/organizations\/acme\/settings\/apps\/new\?state=[0-9a-f]+" method="post">/);
+    assert.match(html, /&quot;hook_attributes&quot;:\{&quot;url&quot;:&quot;https:\/\/lilypad\.example\.com\/api\/github\/webhooks&quot;/);
+    assert.doesNotMatch(html, /GitHub cannot reach/);
+    // Without credentials every delivery is refused with a reason, including one signed with
+    // Probot's built-in development secret.
+    const body = JSON.stringify({ zen: 'hi' });
+    const sig = `sha256=${createHmac('sha256', 'development').update(body).digest('hex')}`;
+    const hook = await fetch(`http://127.0.0.1:${port}/api/github/webhooks`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-github-event': 'ping', 'x-github-delivery': 'd-1', 'x-hub-signature-256': sig },
+      body,
+    });
+    assert.equal(hook.status, 503);
+    assert.match(((await hook.json()) as { message: string }).message, /not registered yet: open https:\/\/lilypad\.example\.com\/setup/);
+    assert.doesNotMatch(out, /ECONNREFUSED|SmeeClient/);
   } finally {
     child.kill('SIGINT');
   }
+});
+
+test('a malformed .env stops every command with the file, the line and the fix', async () => {
+  const cwd = mkdtempSync(path.join(os.tmpdir(), 'lilypad-badenv-'));
+  writeFileSync(path.join(cwd, '.env'), 'OPENAI_BASE_URL=http://127.0.0.1:1/v1\nthis is not a setting\n');
+  for (const command of ['start', 'doctor']) {
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin/lilypad.js'), command], { cwd, env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir() }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    assert.equal(code, 2, command);
+    assert.match(err, /\.env, line 2: "this is not a setting" has no KEY=.*fix or remove the line/);
+    assert.doesNotMatch(err, /at .*\.ts:\d+/);
+  }
+});
+
+test('LILYPAD_ENV_FILE names the settings file; a variable in the environment wins over it', async () => {
+  const cwd = mkdtempSync(path.join(os.tmpdir(), 'lilypad-envfile-'));
+  const file = path.join(cwd, 'lilypad.env');
+  writeFileSync(file, 'LILYPAD_MAX_STEPS=many\nLOG_LEVEL=loud\n');
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin/lilypad.js'), 'start'], {
+    cwd: os.tmpdir(),
+    env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), LILYPAD_ENV_FILE: file, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  assert.equal(code, 2);
+  assert.match(err, /LILYPAD_MAX_STEPS="many"/); // from the file
+  assert.doesNotMatch(err, /LOG_LEVEL/); // the environment's value won
 });
 
 test('a worker without credentials stops with a message saying what to set', async () => {

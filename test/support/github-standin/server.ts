@@ -18,10 +18,11 @@ import { handleGraphql } from './graphql.ts';
 import { historyHelpers } from './history.ts';
 import { reviewHelpers, secondaryRateLimitRule } from './review-helpers.ts';
 import * as gitRepo from './git-repo.ts';
-import { handleOAuth } from './oauth.ts';
+import { createManifestFlow } from './manifest.ts';
+import { handleOAuth, standinOAuthClient } from './oauth.ts';
 import { RestApi } from './rest.ts';
 import type { ApiResponse, RateLimitSnapshot } from './rest.ts';
-import { DOCS_ROOT, GHES_VERSION, StandinState } from './state.ts';
+import { DOCS_ROOT, GHES_VERSION, isoNow, StandinState } from './state.ts';
 import type { IssueRec, RepoRec, TokenRec } from './state.ts';
 import type {
   CommentWithHistory,
@@ -137,6 +138,7 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
   const apiUrl = `${origin}/api/v3`;
   const state = new StandinState(origin, gitRoot, appId, appSlug, opts.permissions ?? DEFAULT_PERMISSIONS, opts.events ?? DEFAULT_EVENTS);
   const clientId = state.app().client_id;
+  const manifestFlow = createManifestFlow(state, { privateKeyPem: keys.privateKeyPem, webhookSecret, clientSecret: standinOAuthClient({ appId, webhookSecret }).clientSecret });
   const rest = new RestApi(state, { tokenTtlSeconds, rateLimitFor: (auth) => snapshot(bucketFor(auth)) });
   const payloadFactory = new PayloadFactory(state);
 
@@ -237,6 +239,7 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     const receivedAt = Date.now();
     const url = new URL(req.url ?? '/', origin);
     try {
+      if (await manifestFlow.handle(req, res, url)) return; // GitHub's app manifest flow (manifest.ts)
       if (await handleOAuth(req, res, url, state, webhookSecret)) return; // OAuth web flow and user-token calls (oauth.ts)
       if (url.pathname === '/api/v3' || url.pathname.startsWith('/api/v3/') || url.pathname === '/api/graphql') {
         await onApi(req, res, url, receivedAt);
@@ -335,6 +338,7 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     privateKeyPem: keys.privateKeyPem,
     webhookSecret,
     gitRoot,
+    registeredManifests: () => manifestFlow.registered,
     requests,
     deliveries,
     payloads,
@@ -518,6 +522,7 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
         issue.body = fields.body;
       }
       issue.updatedAt = new Date().toISOString();
+      issue.lastEdit = { editor: state.ensureUser(sender), at: isoNow() };
       // The example set has no issues.edited payload; it has the keys of issues.opened plus `changes`.
       return payloadFactory.issueEvent('edited', issue, sender, { changes }, 'opened');
     },

@@ -1,3 +1,4 @@
+import type { RegisteredManifest } from './manifest.ts';
 /**
  * Public types of the GitHub Enterprise Server stand-in.
  *
@@ -560,6 +561,8 @@ export interface GitHubStandin extends StandinReviewHelpers, StandinHistoryHelpe
   webhookSecret: string;
   /** Where the bare repositories live: `${gitRoot}/<owner>/<repo>.git` (lower-cased). */
   gitRoot: string;
+  /** Manifests posted to the app-creation form (GitHub's manifest flow), oldest first. */
+  registeredManifests(): RegisteredManifest[];
 
   createInstallation(account: { login: string; type?: 'Organization' | 'User' }): Installation;
   createUser(login: string, opts?: { type?: 'User' | 'Bot' }): User;
