@@ -1,6 +1,7 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
+import { describePrivateRedis } from './private-redis.ts';
 import { loadEnv, type Env } from '../config/env.ts';
 import { ModelClient } from '../agent/model-client.ts';
 import { interpretResponse } from '../agent/response.ts';
@@ -35,7 +36,7 @@ export async function doctorCommand(argv: string[]): Promise<number> {
     }
   };
   for (const check of await dockerChecks(env)) report(check);
-  if (env.REDIS_URL) report(await redisCheck(env.REDIS_URL));
+  report(env.REDIS_URL ? await redisCheck(env.REDIS_URL) : await privateRedisCheck(env));
   for (const check of await modelChecks(env)) report(check);
   if (values.json) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
   return results.some((r) => r.status === 'FAIL') ? 1 : 0;
@@ -83,6 +84,12 @@ export async function dockerChecks(env: Env): Promise<CheckResult[]> {
     await sandbox?.destroy();
   }
   return out;
+}
+
+/** With REDIS_URL unset, the Redis `lilypad start` would run of its own (src/cli/private-redis.ts). */
+async function privateRedisCheck(env: Env): Promise<CheckResult> {
+  const plan = await describePrivateRedis(env.LILYPAD_DATA_DIR, createDockerClient(), env.LILYPAD_REDIS_IMAGE);
+  return plan.ok ? ok('redis', plan.detail) : fail('redis', plan.detail, 'install Redis (apt-get install redis-server), build the image (npm run images), or set REDIS_URL');
 }
 
 export async function redisCheck(url: string): Promise<CheckResult> {

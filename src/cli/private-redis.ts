@@ -265,3 +265,26 @@ async function shutdownRedis(url: string): Promise<void> {
     r.disconnect();
   }
 }
+
+/** What `lilypad start` would do for Redis with REDIS_URL unset, for `lilypad doctor`. */
+export async function describePrivateRedis(dataDir: string, docker: Docker, image = DEFAULT_REDIS_IMAGE): Promise<{ ok: boolean; detail: string }> {
+  const dir = privateRedisDir(dataDir);
+  const state = readState(dir);
+  let password: string | null = null;
+  try {
+    password = readFileSync(path.join(dir, 'password'), 'utf8').trim();
+  } catch {
+    // not started yet
+  }
+  if (state && password && (await redisAnswers(redisUrlFor(state.port, password)))) {
+    return { ok: true, detail: `REDIS_URL is unset: lilypad start's private Redis is running on 127.0.0.1:${state.port} (data in ${dir})` };
+  }
+  if (hasRedisServerBinary()) return { ok: true, detail: `REDIS_URL is unset: lilypad start will run a private redis-server (data in ${dir})` };
+  const hasImage = await docker
+    .getImage(image)
+    .inspect()
+    .then(() => true)
+    .catch(() => false);
+  if (hasImage) return { ok: true, detail: `REDIS_URL is unset: lilypad start will run a private Redis from ${image} (data in ${dir})` };
+  return { ok: false, detail: `REDIS_URL is unset, and there is neither a redis-server on PATH nor the ${image} image for lilypad start's private Redis` };
+}

@@ -32,6 +32,14 @@ describe('lilypad doctor', () => {
     for (const s of servers) await s.close();
   });
 
+  test('with REDIS_URL unset, doctor checks the private Redis that lilypad start would run', async () => {
+    const server = await serve({ script: [{ toolCalls: [{ name: 'Glob', arguments: { pattern: '**/*.py' } }] }] });
+    const { out } = await doctor({ OPENAI_BASE_URL: server.url, LILYPAD_DATA_DIR: path.join(os.tmpdir(), `doctor-${process.pid}`) });
+    assert.match(line(out, 'redis'), /^OK +redis: REDIS_URL is unset: lilypad start will run a private redis-server/);
+    const noRedis = await doctor({ OPENAI_BASE_URL: server.url, PATH: '/nonexistent', LILYPAD_REDIS_IMAGE: 'lilypad-redis:no-such-tag' });
+    assert.match(line(noRedis.out, 'redis'), /^FAIL redis: REDIS_URL is unset, and there is neither a redis-server/);
+  });
+
   test('a correctly served model passes every check', async () => {
     const server = await serve({ script: [{ toolCalls: [{ name: 'Glob', arguments: { pattern: '**/*.py' } }] }] });
     const { code, out } = await doctor({ OPENAI_BASE_URL: server.url, REDIS_URL: 'redis://127.0.0.1:6379' });
