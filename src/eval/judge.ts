@@ -1,4 +1,4 @@
-import { rm } from 'node:fs/promises';
+import { lstat, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
@@ -95,6 +95,27 @@ async function applyPatch(dir: string, patch: string): Promise<string | null> {
  * sandbox without network, the setup commands and the FAIL_TO_PASS and PASS_TO_PASS tests. Resolved
  * only if every one of them passes.
  */
+/**
+ * Removes `rel` under `root` without following a symbolic link on the way: the model's patch may
+ * have turned any directory on the path into a link to anywhere on the eval host. A link (or a
+ * file) in the way is itself removed, since it stands where the test patch must write.
+ */
+export async function removeInside(root: string, rel: string): Promise<void> {
+  const parts = path.posix.normalize(rel).split('/').filter((x) => x !== '' && x !== '.');
+  if (parts.length === 0 || parts.includes('..') || path.isAbsolute(rel)) return;
+  let current = root;
+  for (let i = 0; i < parts.length; i++) {
+    current = path.join(current, parts[i]!);
+    const st = await lstat(current).catch(() => null);
+    if (!st) return;
+    if (i === parts.length - 1 || !st.isDirectory()) {
+      // rm never follows a link: it removes the link itself.
+      await rm(current, { force: true, recursive: st.isDirectory() });
+      return;
+    }
+  }
+}
+
 export async function judgePatch(input: JudgeInput): Promise<JudgeResult> {
   const { instance, patch, signal } = input;
   const started = Date.now();
@@ -118,10 +139,7 @@ export async function judgePatch(input: JudgeInput): Promise<JudgeResult> {
       for (const p of patchPaths(instance.test_patch)) {
         const atBase = await gitRun(['cat-file', '-e', `HEAD:${p}`], { cwd: checkout.dir });
         if (atBase.code === 0) await gitRun(['checkout', '-q', 'HEAD', '--', p], { cwd: checkout.dir });
-        else {
-          const target = path.resolve(checkout.dir, p);
-          if (target.startsWith(checkout.dir + path.sep)) await rm(target, { force: true, recursive: true });
-        }
+        else await removeInside(checkout.dir, p);
       }
       const res = await gitRun(['apply', '--binary', '--whitespace=nowarn', '-'], { cwd: checkout.dir, input: instance.test_patch });
       if (res.code !== 0) {

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Env } from '../config/env.ts';
 import { GitError, git, gitRun } from '../workspace/git.ts';
+import { cloneAtCommit } from '../workspace/clone-at-commit.ts';
 import type { LocalCheckout } from '../workspace/local-clone.ts';
 import { gitAuthEnv } from '../workspace/mirror.ts';
 import { AppNotInstalledError, FETCH_PERMISSIONS, RepoAccess, hasAppCredentials } from './collect-github.ts';
@@ -159,18 +160,16 @@ export class RepoCache {
     return target;
   }
 
-  /** A fresh clone of `repo` with `commit` checked out (detached, no remote). */
+  /** A fresh checkout of `repo` at `commit` (detached, no remote, nothing newer than the commit). */
   async checkout(repo: string, commit: string): Promise<LocalCheckout> {
     const mirror = await this.mirror(repo);
     const parent = await mkdtemp(path.join(os.tmpdir(), 'lilypad-eval-'));
     const dir = path.join(parent, 'repo');
     try {
-      await git(['clone', '--quiet', '--no-local', '--no-checkout', '--', mirror, dir]);
-      const resolved = await gitRun(['rev-parse', '--verify', '--quiet', `${commit}^{commit}`], { cwd: dir });
+      const resolved = await gitRun(['rev-parse', '--verify', '--quiet', `${commit}^{commit}`], { cwd: mirror });
       if (resolved.code !== 0) throw new GitError(`base_commit ${commit} is not in ${repo}; check the instance's repo and base_commit`);
-      const full = resolved.stdout.trim();
-      await git(['checkout', '--quiet', '--detach', full], { cwd: dir });
-      await git(['remote', 'remove', 'origin'], { cwd: dir });
+      // The base commit and its history only: the mirror also holds the merged fix (see cloneAtCommit).
+      const full = await cloneAtCommit(mirror, resolved.stdout.trim(), dir);
       return { dir, baseCommit: full, sourceDirty: false, dispose: () => rm(parent, { recursive: true, force: true }) };
     } catch (err) {
       await rm(parent, { recursive: true, force: true });

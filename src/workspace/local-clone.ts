@@ -1,6 +1,7 @@
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { cloneAtCommit } from './clone-at-commit.ts';
 import { GitError, git } from './git.ts';
 
 export interface LocalCheckout {
@@ -27,10 +28,9 @@ export async function cloneLocalRepository(repoPath: string): Promise<LocalCheck
   const parent = await mkdtemp(path.join(os.tmpdir(), 'lilypad-clone-'));
   const dir = path.join(parent, 'repo');
   try {
-    // A real copy through git's transport (no hard links, no alternates into the user's checkout).
-    await git(['clone', '--quiet', '--no-local', '--', source, dir]);
-    await git(['checkout', '--quiet', '--detach', baseCommit], { cwd: dir });
-    await git(['remote', 'remove', 'origin'], { cwd: dir });
+    // A real copy through git's transport (no hard links, no alternates into the user's checkout),
+    // of HEAD and its history only: the user's other branches, tags and stashes stay out.
+    await cloneAtCommit(source, baseCommit, dir);
   } catch (err) {
     await rm(parent, { recursive: true, force: true });
     throw err;
