@@ -509,6 +509,11 @@ async function writeReports(
   const svg = renderCostPlot(metrics, opts.select);
   await writeText(path.join(store.root, 'predictions.jsonl'), predictions.length ? `${predictions.join('\n')}\n` : '');
   await writeJson(path.join(store.root, 'run-report.json'), { ...summary, schema_version: 2, models });
+  // One report per model_name_or_path in the shape and under the name SWE-bench's harness writes
+  // (`<model with / as __>.<run_id>.json`, counts and *_ids lists at the top level), for tools built on it.
+  for (const [model, report] of Object.entries(models)) {
+    await writeJson(path.join(store.root, `${model.replace(/\//g, '__')}.${meta.run_id}.json`), report);
+  }
   await writeText(path.join(store.root, 'report-cost.svg'), svg);
   await writeText(path.join(store.root, 'report.md'), renderMarkdown(summary, 'report-cost.svg'));
   await writeText(path.join(store.root, 'report.html'), renderHtml(summary, svg));

@@ -136,6 +136,10 @@ describe('lilypad eval run', () => {
     assert.deepEqual(localRun.empty_patch_ids, ['c-nothing']);
     assert.equal(localRun.total_instances, 5);
     assert.equal(runReportSchema.parse(runReport.models['hosted']).resolved_instances, 0);
+    // The same reports in the files SWE-bench's harness writes: <model>.<run_id>.json, counts at the top.
+    const { run_id } = readJsonFile(path.join(out, 'eval-run.json')) as { run_id: string };
+    assert.deepEqual(runReportSchema.parse(readJsonFile(path.join(out, `local.${run_id}.json`))), localRun);
+    assert.equal(runReportSchema.parse(readJsonFile(path.join(out, `hosted.${run_id}.json`))).resolved_instances, 0);
     assert.equal(runReport.complete, true);
     assert.equal(runReport.instance_problems.length, 2);
     const [lm, hm] = runReport.endpoints as Array<{ endpoint: string; model: string; avg_at_k: number; cost_kind: string; total_cost: number; gpu_seconds: number; cost_per_resolved: number | null; mean_prompt_tokens: number }>;
