@@ -10,6 +10,8 @@ export interface PullRequestSpec {
   draft: boolean;
   labels: string[];
   reviewers: string[];
+  /** A cancel aborts the request in flight; nothing after it is sent. */
+  signal?: AbortSignal | undefined;
 }
 
 export interface PullRequestResult {
@@ -29,7 +31,7 @@ export async function upsertPullRequest(client: GitHubClient, spec: PullRequestS
   let pr = await findOpen(client, spec);
   let updated = false;
   if (pr) {
-    await client.request('PATCH /repos/{owner}/{repo}/pulls/{pull_number}', { owner, repo, pull_number: pr.number, title: spec.title, body: spec.body });
+    await client.request('PATCH /repos/{owner}/{repo}/pulls/{pull_number}', { owner, repo, pull_number: pr.number, title: spec.title, body: spec.body, request: abortable(spec) });
     updated = true;
   } else {
     try {
@@ -42,6 +44,7 @@ export async function upsertPullRequest(client: GitHubClient, spec: PullRequestS
         body: spec.body,
         draft: spec.draft,
         maintainer_can_modify: true,
+        request: abortable(spec),
       });
       pr = { number: res.data.number, url: res.data.html_url };
     } catch (err) {
@@ -49,20 +52,20 @@ export async function upsertPullRequest(client: GitHubClient, spec: PullRequestS
       if (statusOf(err) !== 422) throw err;
       pr = await findOpen(client, spec);
       if (!pr) throw err;
-      await client.request('PATCH /repos/{owner}/{repo}/pulls/{pull_number}', { owner, repo, pull_number: pr.number, title: spec.title, body: spec.body });
+      await client.request('PATCH /repos/{owner}/{repo}/pulls/{pull_number}', { owner, repo, pull_number: pr.number, title: spec.title, body: spec.body, request: abortable(spec) });
       updated = true;
     }
   }
   if (spec.labels.length > 0) {
     try {
-      await client.request('POST /repos/{owner}/{repo}/issues/{issue_number}/labels', { owner, repo, issue_number: pr.number, labels: spec.labels });
+      await client.request('POST /repos/{owner}/{repo}/issues/{issue_number}/labels', { owner, repo, issue_number: pr.number, labels: spec.labels, request: abortable(spec) });
     } catch (err) {
       warnings.push(`could not add the labels ${spec.labels.join(', ')} (HTTP ${statusOf(err) ?? '?'})`);
     }
   }
   if (spec.reviewers.length > 0) {
     try {
-      await client.request('POST /repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers', { owner, repo, pull_number: pr.number, reviewers: spec.reviewers });
+      await client.request('POST /repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers', { owner, repo, pull_number: pr.number, reviewers: spec.reviewers, request: abortable(spec) });
     } catch (err) {
       warnings.push(`could not request review from ${spec.reviewers.map((r) => `@${r}`).join(', ')} (HTTP ${statusOf(err) ?? '?'})`);
     }
@@ -77,7 +80,13 @@ async function findOpen(client: GitHubClient, spec: PullRequestSpec): Promise<{ 
     state: 'open',
     head: `${spec.owner}:${spec.branch}`,
     per_page: 10,
+    request: abortable(spec),
   });
   const hit = res.data.find((p) => p.head.ref === spec.branch);
   return hit ? { number: hit.number, url: hit.html_url } : null;
+}
+
+/** Octokit's per-request options carrying the spec's AbortSignal, when it has one. */
+function abortable(spec: PullRequestSpec): { signal?: AbortSignal } {
+  return spec.signal ? { signal: spec.signal } : {};
 }

@@ -21,6 +21,8 @@ export interface PushTarget {
   authHeader: () => Promise<string>;
   /** Waits before retrying a git call the server failed (5xx, 429); default 1, 3 and 9 s. */
   retryDelaysMs?: readonly number[];
+  /** A cancel kills the git call in flight and stops the retries. */
+  signal?: AbortSignal | undefined;
 }
 
 export interface PushOutcome {
@@ -54,11 +56,11 @@ const SERVER_RETRY_DELAYS_MS = [1000, 3000, 9000];
 async function pushIfOurs(dir: string, headSha: string, target: PushTarget, branch: string): Promise<'pushed' | 'theirs'> {
   const key = `${target.prefix}:pushed:${target.repoId}:${branch}`;
   const record = await readRecord(target.redis, key);
-  const tip = await remoteTip(target.cloneUrl, branch, await target.authHeader());
+  const tip = await remoteTip(target.cloneUrl, branch, await target.authHeader(), target.signal);
   const ours = tip === null || tip === record.sha || tip === record.pending || tip === headSha;
   if (!ours) return 'theirs';
   await target.redis.set(key, JSON.stringify({ sha: record.sha, pending: headSha }), 'EX', RECORD_TTL_S);
-  const pushed = await pushBranch(dir, target.cloneUrl, branch, await target.authHeader(), { expected: tip });
+  const pushed = await pushBranch(dir, target.cloneUrl, branch, await target.authHeader(), { expected: tip }, target.signal);
   if (pushed !== 'pushed') return 'theirs';
   await target.redis.set(key, JSON.stringify({ sha: headSha, pending: null }), 'EX', RECORD_TTL_S);
   return 'pushed';

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { throwIfCancelled } from '../shared/cancel.ts';
 
 /** The lock was held by someone else for all of `waitMs`; the function did not run. Retry later. */
 export class LockTimeoutError extends Error {
@@ -17,6 +18,8 @@ export interface LockOptions {
   ttlMs: number;
   /** How long to wait for another holder before giving up with LockTimeoutError. */
   waitMs: number;
+  /** Stops the wait (a cancelled job does not queue for a lock): rejects with CancelledError. */
+  signal?: AbortSignal | undefined;
 }
 
 export interface HeldLock {
@@ -53,6 +56,7 @@ export async function withRedisLock<T>(redis: Redis, key: string, opts: LockOpti
 async function acquire(redis: Redis, key: string, token: string, opts: LockOptions): Promise<void> {
   const started = Date.now();
   for (;;) {
+    throwIfCancelled(opts.signal);
     if ((await redis.set(key, token, 'PX', opts.ttlMs, 'NX')) === 'OK') return;
     const left = started + opts.waitMs - Date.now();
     if (left <= 0) throw new LockTimeoutError(key, opts.waitMs);

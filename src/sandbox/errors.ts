@@ -32,16 +32,5 @@ export class SandboxBoundaryError extends SandboxError {
   override name = 'SandboxBoundaryError';
 }
 
-/** The operation was stopped because its AbortSignal fired (cancel, Ctrl-C, shutdown). */
-export class CancelledError extends Error {
-  override name = 'CancelledError';
-  constructor(message = 'cancelled') {
-    super(message);
-  }
-}
-
-export function reasonText(reason: unknown): string {
-  if (reason instanceof Error) return reason.message;
-  if (typeof reason === 'string') return reason;
-  return 'cancelled';
-}
+// Cancellation is shared by every layer; re-exported here for the sandbox's callers.
+export { CancelledError, reasonText } from '../shared/cancel.ts';

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { CancelledError, reasonText } from '../shared/cancel.ts';
 
 export class GitError extends Error {
   override name = 'GitError';
@@ -70,6 +71,8 @@ interface GitOptions {
   timeoutMs?: number;
   /** Overrides the low-speed limit (tests use a short time). */
   lowSpeed?: { bytesPerSecond: number; seconds: number };
+  /** A cancel kills git (and its remote helpers) at once; the call rejects with a CancelledError. */
+  signal?: AbortSignal | undefined;
 }
 
 interface GitResult {
@@ -89,14 +92,16 @@ function commonArgs(opts: GitOptions): string[] {
  */
 export function gitRun(args: string[], opts: GitOptions = {}): Promise<GitResult> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_GIT_TIMEOUT_MS;
-  return new Promise((resolve, reject) => {
+  const signal = opts.signal;
+  if (signal?.aborted) return Promise.reject(new CancelledError(reasonText(signal.reason)));
+  return new Promise<GitResult>((resolve, reject) => {
     // Its own process group, so that a timeout also kills the remote helpers git started.
     const child = spawn('git', [...commonArgs(opts), ...args], { cwd: opts.cwd, env: hostGitEnv(opts.env), detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
     let outBytes = 0;
-    let failure: GitError | undefined;
-    const kill = (why: GitError) => {
+    let failure: Error | undefined;
+    const kill = (why: Error) => {
       failure ??= why;
       try {
         if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
@@ -105,6 +110,12 @@ export function gitRun(args: string[], opts: GitOptions = {}): Promise<GitResult
       }
     };
     const timer = setTimeout(() => kill(new GitError(`git ${describeArgs(args)} timed out after ${Math.round(timeoutMs / 1000)} s and was killed`)), timeoutMs);
+    const onAbort = () => kill(new CancelledError(reasonText(signal?.reason)));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
     child.stdout.on('data', (d: Buffer) => {
       outBytes += d.length;
       if (outBytes > MAX_OUTPUT_BYTES) kill(new GitError(`git ${describeArgs(args)} printed more than ${MAX_OUTPUT_BYTES} bytes; stopped`));
@@ -114,11 +125,11 @@ export function gitRun(args: string[], opts: GitOptions = {}): Promise<GitResult
       if (stderr.reduce((n, b) => n + b.length, 0) < 1024 * 1024) stderr.push(d);
     });
     child.on('error', (err) => {
-      clearTimeout(timer);
+      done();
       reject(new GitError(`could not run git ${describeArgs(args)}: ${err.message}`));
     });
     child.on('close', (code) => {
-      clearTimeout(timer);
+      done();
       if (failure) reject(failure);
       else resolve({ code: code ?? 1, stdout: Buffer.concat(stdout).toString('utf8'), stderr: Buffer.concat(stderr).toString('utf8') });
     });

@@ -1,6 +1,7 @@
 import { mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { throwIfCancelled } from '../shared/cancel.ts';
 import { git } from './git.ts';
 
 /** Environment that hands git the token as an HTTP header: never in a URL, a file or argv. */
@@ -9,21 +10,26 @@ export function gitAuthEnv(authHeader: string): NodeJS.ProcessEnv {
 }
 
 /** Runs `fn` while holding a lock on `key` shared by every process using the same data directory. */
-type CrossProcessLock = <T>(key: string, fn: () => Promise<T>) => Promise<T>;
+type CrossProcessLock = <T>(key: string, fn: () => Promise<T>, signal?: AbortSignal) => Promise<T>;
 
 interface MirrorOptions {
   /** A lock across processes (a Redis lock), taken inside the in-process one. */
   lock?: CrossProcessLock;
   /** Per git command; see DEFAULT_GIT_TIMEOUT_MS. */
   timeoutMs?: number;
+  /** A cancel stops the wait for the lock and kills git. */
+  signal?: AbortSignal | undefined;
 }
 
 const locks = new Map<string, Promise<unknown>>();
 
 /** Runs `fn` with an in-process lock on `key` (one fetch per mirror at a time). */
-async function withLocalLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
+async function withLocalLock<T>(key: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
   const prev = locks.get(key) ?? Promise.resolve();
-  const next = prev.catch(() => undefined).then(fn);
+  const next = prev.catch(() => undefined).then(() => {
+    throwIfCancelled(signal);
+    return fn();
+  });
   locks.set(key, next);
   try {
     return await next;
@@ -55,6 +61,7 @@ export async function updateMirror(dataDir: string, repoId: number, cloneUrl: st
   const locked = opts.lock ?? (<T>(_key: string, fn: () => Promise<T>) => fn());
   return withLocalLock(dir, () =>
     locked(`mirror:${repoId}`, async () => {
+      throwIfCancelled(opts.signal);
       const exists = await stat(path.join(dir, 'HEAD')).then(
         () => true,
         () => false,
@@ -65,8 +72,8 @@ export async function updateMirror(dataDir: string, repoId: number, cloneUrl: st
       // lock is released and never races the next fetch.
       await git(['--git-dir', dir, '-c', 'gc.autoDetach=false', 'gc', '--auto', '--quiet'], timeout(opts));
       return dir;
-    }),
-  );
+    }, opts.signal),
+  opts.signal);
 }
 
 // --no-auto-gc: fetch would otherwise start its own gc, detached, still running after the lock is
@@ -89,7 +96,10 @@ async function createMirror(dir: string, cloneUrl: string, authHeader: string, o
   }
 }
 
-const timeout = (opts: { timeoutMs?: number }): { timeoutMs?: number } => (opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {});
+const timeout = (opts: { timeoutMs?: number; signal?: AbortSignal | undefined }): { timeoutMs?: number; signal?: AbortSignal } => ({
+  ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
+  ...(opts.signal ? { signal: opts.signal } : {}),
+});
 
 interface Checkout {
   dir: string;
@@ -102,7 +112,7 @@ interface Checkout {
  * it is a real clone (`--no-local`: no hard links, no alternates) of that one branch: the agent sees
  * the branch's history and nothing else the mirror holds (other branches, their tags and objects).
  */
-export async function checkoutFromMirror(mirrorDir: string, branch: string, opts: { timeoutMs?: number } = {}): Promise<Checkout> {
+export async function checkoutFromMirror(mirrorDir: string, branch: string, opts: { timeoutMs?: number; signal?: AbortSignal | undefined } = {}): Promise<Checkout> {
   const parent = await mkdtemp(path.join(os.tmpdir(), 'lilypad-ws-'));
   const dir = path.join(parent, 'repo');
   const dispose = () => rm(parent, { recursive: true, force: true });

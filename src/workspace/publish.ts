@@ -111,10 +111,10 @@ type PushResult = 'pushed' | 'lease-failed';
  * the branch must not exist yet), so a push someone else made since is never overwritten. A lost
  * lease resolves to 'lease-failed'; any other failure (a server's refusal included) throws GitError.
  */
-export async function pushBranch(dir: string, cloneUrl: string, branch: string, authHeader: string, lease: { expected: string | null }): Promise<PushResult> {
+export async function pushBranch(dir: string, cloneUrl: string, branch: string, authHeader: string, lease: { expected: string | null }, signal?: AbortSignal): Promise<PushResult> {
   const ref = `refs/heads/${branch}`;
   const force = `--force-with-lease=${ref}:${lease.expected ?? ''}`;
-  const res = await gitRun(['push', '--porcelain', '--no-verify', force, cloneUrl, `HEAD:${ref}`], { cwd: dir, env: gitAuthEnv(authHeader) });
+  const res = await gitRun(['push', '--porcelain', '--no-verify', force, cloneUrl, `HEAD:${ref}`], { cwd: dir, env: gitAuthEnv(authHeader), signal });
   if (res.code === 0) return 'pushed';
   // --porcelain: "<flag>\t<from>:<to>\t<summary>" per ref; a lost lease is "!" and "[rejected] (stale info)".
   // A server's refusal ("[remote rejected] (protected branch hook declined)") is not a lease failure.
@@ -124,8 +124,8 @@ export async function pushBranch(dir: string, cloneUrl: string, branch: string, 
 }
 
 /** The branch's current commit on the server, or null when it does not exist. */
-export async function remoteTip(cloneUrl: string, branch: string, authHeader: string): Promise<string | null> {
-  const out = await git(['ls-remote', '--heads', cloneUrl, `refs/heads/${branch}`], { env: gitAuthEnv(authHeader) });
+export async function remoteTip(cloneUrl: string, branch: string, authHeader: string, signal?: AbortSignal): Promise<string | null> {
+  const out = await git(['ls-remote', '--heads', cloneUrl, `refs/heads/${branch}`], { env: gitAuthEnv(authHeader), signal });
   const line = out.split('\n').find((l) => l.endsWith(`\trefs/heads/${branch}`));
   return line ? line.split('\t')[0]! : null;
 }

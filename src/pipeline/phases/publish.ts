@@ -79,6 +79,7 @@ export async function publishPullRequest(ctx: JobContext, config: RepoConfig, ch
         issueNumber: job.issueNumber,
         cloneUrl: pr.cloneUrl,
         authHeader: () => ctx.tokens.gitAuthHeader(),
+        signal: ctx.signal,
       }),
     );
     const opened = await ctx.step('pull_request', async () =>
@@ -92,6 +93,7 @@ export async function publishPullRequest(ctx: JobContext, config: RepoConfig, ch
         draft: config.draft,
         labels: config.labels,
         reviewers: config.reviewers ?? [job.triggeredBy],
+        signal: ctx.signal,
       }),
     );
     for (const w of opened.warnings) ctx.log.warn({ warning: w }, 'pull request');
@@ -124,7 +126,7 @@ export class HeadMovedError extends Error {
 export async function pushOnTop(ctx: JobContext, change: PreparedChange, branch: string, expectedHead: string, cloneUrl: string): Promise<void> {
   const { deps, job } = ctx;
   await assertStillOwned(ctx);
-  const result = await ctx.step('push', async () => pushBranch(change.dir, cloneUrl, branch, await ctx.tokens.gitAuthHeader(), { expected: expectedHead }));
+  const result = await ctx.step('push', async () => pushBranch(change.dir, cloneUrl, branch, await ctx.tokens.gitAuthHeader(), { expected: expectedHead }, ctx.signal));
   if (result !== 'pushed') throw new HeadMovedError(`someone pushed to \`${branch}\` while Lilypad worked on it`);
   await forgetPush(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, branch);
 }

@@ -19,9 +19,10 @@ export interface Workspace {
 export async function prepareWorkspace(ctx: JobContext, branch?: string): Promise<Workspace> {
   const { deps, job } = ctx;
   const repoInfo = (await (await ctx.tokens.rest()).request('GET /repos/{owner}/{repo}', { owner: job.owner, repo: job.repo })).data;
-  const lock = <T>(key: string, fn: () => Promise<T>) => withRedisLock(deps.redis, `${deps.env.LILYPAD_QUEUE_PREFIX}:mirror:${key}`, { ttlMs: 15 * 60_000, waitMs: 15 * 60_000 }, fn);
-  const mirrorDir = await ctx.step('mirror', async () => updateMirror(deps.env.LILYPAD_DATA_DIR, job.repoId, repoInfo.clone_url, await ctx.tokens.gitAuthHeader(), { lock }));
-  const checkout = await ctx.step('checkout', () => checkoutFromMirror(mirrorDir, branch ?? repoInfo.default_branch));
+  const lock = <T>(key: string, fn: () => Promise<T>, signal?: AbortSignal) =>
+    withRedisLock(deps.redis, `${deps.env.LILYPAD_QUEUE_PREFIX}:mirror:${key}`, { ttlMs: 15 * 60_000, waitMs: 15 * 60_000, signal }, fn);
+  const mirrorDir = await ctx.step('mirror', async () => updateMirror(deps.env.LILYPAD_DATA_DIR, job.repoId, repoInfo.clone_url, await ctx.tokens.gitAuthHeader(), { lock, signal: ctx.signal }));
+  const checkout = await ctx.step('checkout', () => checkoutFromMirror(mirrorDir, branch ?? repoInfo.default_branch, { signal: ctx.signal }));
   ctx.cleanups.push(() => checkout.dispose());
   return { mirrorDir, checkout, cloneUrl: repoInfo.clone_url, htmlUrl: repoInfo.html_url, defaultBranch: repoInfo.default_branch };
 }
