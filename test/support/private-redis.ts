@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import { redisAnswers } from '../../src/cli/private-redis.ts';
 import { freePort, waitFor } from './app-harness.ts';
 
 /**
@@ -31,18 +32,7 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'lilypad-redis-'));
   let proc: ChildProcess | null = null;
   const url = `redis://127.0.0.1:${port}`;
-  const ping = async () => {
-    const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000 });
-    probe.on('error', () => undefined);
-    try {
-      await probe.connect();
-      return (await probe.ping()) === 'PONG';
-    } catch {
-      return false;
-    } finally {
-      probe.disconnect();
-    }
-  };
+  const ping = () => redisAnswers(url, 1000);
   const launch = async () => {
     proc = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
     await waitFor(ping, `redis-server on port ${port}`, 15_000);
