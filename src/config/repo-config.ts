@@ -28,6 +28,9 @@ const repoConfigSchema = z
     // What starts a follow-up run on Lilypad's pull request besides `/lilypad <instructions>`:
     // changes_requested: also a submitted "changes requested" review; command: only the command.
     review_trigger: z.enum(['changes_requested', 'command']).default('changes_requested'),
+    // Follow-up runs on one pull request since its last full run from the issue; then Lilypad says
+    // so and stops (a review bot that requests changes on every push would loop for ever).
+    max_followups: z.number().int().min(0).max(1000).default(10),
     // Best of k: k agent runs in parallel sandboxes, the tests (then agreement, then size) choose.
     // Capped by the administrator's LILYPAD_MAX_ATTEMPTS.
     attempts: z.number().int().min(1).max(10).default(1),

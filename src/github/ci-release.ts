@@ -16,12 +16,19 @@ export interface CiReleaseInput {
   repo: string;
   pullNumber: number;
   requestedBy: string;
+  /** When the command was written (ISO): a tip committed after it is one the writer cannot have read. */
+  commandAt: string;
+  /** `/lilypad ci <sha>`: release only if the tip is this commit (a prefix of at least 7 hex digits). */
+  sha?: string;
 }
 
 /**
  * `/lilypad ci` on a Lilypad pull request: a writer has looked at the change and lets CI run it.
  * Lilypad's commits carry [skip ci]; an empty commit without the marker on top of the branch makes
  * the next push run CI. Pushed with a lease: if someone pushed meanwhile, their push stands.
+ * Only a tip the writer can have read is released: `/lilypad ci <sha>` names it; a bare
+ * `/lilypad ci` refuses a tip committed after the command was written (a follow-up that landed
+ * meanwhile), and says how to release exactly that commit once it has been read.
  */
 export async function releaseCi(octokit: GitHubClient, input: CiReleaseInput): Promise<string> {
   const pr = (await octokit.request('GET /repos/{owner}/{repo}/pulls/{pull_number}', { owner: input.owner, repo: input.repo, pull_number: input.pullNumber })).data;
@@ -35,9 +42,22 @@ export async function releaseCi(octokit: GitHubClient, input: CiReleaseInput): P
     const url = (await octokit.request('GET /repos/{owner}/{repo}', { owner: input.owner, repo: input.repo })).data.clone_url;
     const tip = await remoteTip(url, pr.head.ref, token.gitAuthHeader());
     if (!tip) return `the branch ${pr.head.ref} is gone: nothing to release`;
+    const short = tip.slice(0, 7);
+    if (input.sha && !tip.toLowerCase().startsWith(input.sha.toLowerCase())) {
+      return `the tip of ${pr.head.ref} is \`${short}\`, not \`${input.sha}\`, so nothing was released. Look at \`${short}\`, then comment \`/lilypad ci ${short}\` to release it`;
+    }
     const dir = path.join(parent, 'repo');
     await git(['init', '--quiet', dir]);
     await git(['fetch', '--quiet', '--no-tags', url, `refs/heads/${pr.head.ref}`], { cwd: dir, env });
+    if (!input.sha) {
+      const committed = (await git(['show', '-s', '--format=%cI', tip], { cwd: dir })).trim();
+      if (Date.parse(committed) > Date.parse(input.commandAt)) {
+        return (
+          `the tip of ${pr.head.ref}, \`${short}\`, was committed at ${new Date(committed).toISOString()}, after @${input.requestedBy}'s command (${new Date(input.commandAt).toISOString()}), ` +
+          `so it may hold changes nobody has read, and nothing was released. Look at \`${short}\`, then comment \`/lilypad ci ${short}\` to release exactly that commit`
+        );
+      }
+    }
     await git(['checkout', '--quiet', '--detach', tip], { cwd: dir });
     const who = await input.github.commitAuthor(pr.html_url);
     const author = ['-c', `user.name=${who.name}`, '-c', `user.email=${who.email}`];

@@ -23,7 +23,10 @@ export interface FetchReviewFeedbackOptions {
   since?: FeedbackSince;
   /** Lilypad's own login (`<slug>[bot]`): its comments are never feedback. */
   botLogin: string;
-  /** The repository's `allow_bots`: bots listed here speak like writers (without a permission check, as a listed bot is the maintainers' choice). */
+  /**
+   * The repository's `allow_bots`: a bot must be listed here and have write access, the same rule
+   * as for a bot's `/lilypad` or review that starts a run.
+   */
   allowBots: readonly string[];
   logger?: Pick<Logger, 'info' | 'warn'>;
   signal?: AbortSignal;
@@ -80,6 +83,11 @@ export interface FeedbackExclusions {
    * updated since are not fetched at all, so not counted).
    */
   beforeSince: number;
+  /**
+   * Quoted lines (`>` block quotes) dropped from kept comments: a quote-reply carries someone
+   * else's words, possibly a non-writer's, under a writer's name.
+   */
+  quotedLines: number;
 }
 
 export interface ReviewFeedback {
@@ -215,7 +223,7 @@ async function decideSpeakers(client: GitHubClient, opts: FetchReviewFeedbackOpt
     const key = a.login.toLowerCase();
     if (decided.has(key)) continue;
     if (key === own) decided.set(key, 'own');
-    else if (a.bot) decided.set(key, allowed.has(key) ? 'ok' : 'bot');
+    else if (a.bot && !allowed.has(key)) decided.set(key, 'bot');
     else decided.set(key, (await hasWriteAccess(client, opts.owner, opts.repo, a.login)) ? 'ok' : 'not-writer');
   }
   return (a) => (a ? (decided.get(a.login.toLowerCase()) ?? 'not-writer') : 'not-writer');
@@ -392,7 +400,13 @@ export function selectFeedback(
   speaker: (a: Author) => Speaker,
   since: string | null,
 ): Pick<ReviewFeedback, 'threads' | 'conversation' | 'reviews' | 'excluded'> {
-  const excluded: FeedbackExclusions = { notWriters: 0, botsNotAllowed: 0, own: 0, resolvedThreads: 0, outdatedThreads: 0, outdatedComments: 0, answeredThreads: 0, beforeSince: 0 };
+  const excluded: FeedbackExclusions = { notWriters: 0, botsNotAllowed: 0, own: 0, resolvedThreads: 0, outdatedThreads: 0, outdatedComments: 0, answeredThreads: 0, beforeSince: 0, quotedLines: 0 };
+  // A writer's own words only: quoted lines go, and a comment that was only a quote goes with them.
+  const own = (body: string): string => {
+    const q = dropQuotedLines(body);
+    excluded.quotedLines += q.dropped;
+    return q.text;
+  };
   const isNew = (at: string): boolean => since === null || Date.parse(at) >= Date.parse(since);
   const admit = (a: Author): a is NonNullable<Author> => {
     const s = speaker(a);
@@ -420,7 +434,10 @@ export function selectFeedback(
     const kept: FeedbackComment[] = [];
     for (const c of t.comments) {
       if (c.outdated) excluded.outdatedComments++;
-      else if (admit(c.author)) kept.push({ id: c.id, author: c.author.login, body: c.body, createdAt: c.createdAt });
+      else if (admit(c.author)) {
+        const body = own(c.body);
+        if (body.trim()) kept.push({ id: c.id, author: c.author.login, body, createdAt: c.createdAt });
+      }
     }
     if (kept.length > 0) threads.push({ id: t.id, rootCommentId: t.rootCommentId, path: t.path, line: t.line, diffHunk: t.diffHunk, comments: kept });
   }
@@ -428,19 +445,54 @@ export function selectFeedback(
   const conversation: FeedbackComment[] = [];
   for (const c of raw.comments) {
     if (!isNew(c.createdAt)) excluded.beforeSince++;
-    else if (admit(c.author)) conversation.push({ id: c.id, author: c.author.login, body: c.body, createdAt: c.createdAt });
+    else if (admit(c.author)) {
+      const body = own(c.body);
+      if (body.trim()) conversation.push({ id: c.id, author: c.author.login, body, createdAt: c.createdAt });
+    }
   }
 
   const reviews: FeedbackReview[] = [];
   for (const r of raw.reviews) {
     if (r.body.trim() === '') continue; // the wrapper of line comments
     if (!isNew(r.submittedAt)) excluded.beforeSince++;
-    else if (admit(r.author)) reviews.push({ ...r, author: r.author.login });
+    else if (admit(r.author)) {
+      const body = own(r.body);
+      if (body.trim()) reviews.push({ ...r, author: r.author.login, body });
+    }
   }
 
   conversation.sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt) || a.id - b.id);
   reviews.sort((a, b) => Date.parse(a.submittedAt) - Date.parse(b.submittedAt) || a.id - b.id);
   return { threads, conversation, reviews, excluded };
+}
+
+/**
+ * Drops Markdown block quotes (lines starting with `>`, up to three spaces in) and their lazy
+ * continuation lines (the non-blank lines right after, which Markdown renders inside the quote),
+ * outside fenced code blocks. What is left is what the comment's author wrote themselves.
+ */
+export function dropQuotedLines(body: string): { text: string; dropped: number } {
+  const out: string[] = [];
+  let dropped = 0;
+  let inQuote = false;
+  let fence: string | null = null;
+  for (const line of body.split('\n')) {
+    const opener = /^ {0,3}(`{3,}|~{3,})/.exec(line)?.[1];
+    if (fence !== null) {
+      if (opener && opener[0] === fence[0] && opener.length >= fence.length) fence = null;
+      out.push(line);
+      continue;
+    }
+    if (/^ {0,3}>/.test(line) || (inQuote && line.trim() !== '')) {
+      inQuote = true;
+      dropped++;
+      continue;
+    }
+    inQuote = false;
+    if (opener) fence = opener;
+    out.push(line);
+  }
+  return { text: out.join('\n').replace(/^\s*\n/, ''), dropped };
 }
 
 // ----------------------------------------------------------- the whole fetch

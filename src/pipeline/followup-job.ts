@@ -1,5 +1,5 @@
 import type { RepoConfig } from '../config/repo-config.ts';
-import { fetchReviewFeedback } from '../github/review-feedback.ts';
+import { dropQuotedLines, fetchReviewFeedback } from '../github/review-feedback.ts';
 import { CancelledError } from '../sandbox/errors.ts';
 import { takeRequests, type FollowupRequest } from './followups.ts';
 import { BUDGET_EXITS, noChange, noPatchWhy, revisionOf } from './issue-job.ts';
@@ -105,9 +105,12 @@ async function revise(ctx: JobContext, config: RepoConfig, target: FollowupTarge
   return { result: 'revised', number: job.pullNumber!, sha, incomplete };
 }
 
-/** Every request's instructions, in order; several people's are attributed. */
+/**
+ * Every request's instructions, in order; several people's are attributed. Quoted lines go, as in
+ * the feedback: a `/lilypad` that quote-replies someone must not carry their words as a writer's.
+ */
 function instructionsOf(requests: FollowupRequest[]): string {
-  const given = requests.filter((r) => r.instructions.trim());
-  if (given.length <= 1) return given[0]?.instructions.trim() ?? '';
-  return given.map((r) => `@${r.by}: ${r.instructions.trim()}`).join('\n\n');
+  const given = requests.map((r) => ({ by: r.by, text: dropQuotedLines(r.instructions).text.trim() })).filter((r) => r.text);
+  if (given.length <= 1) return given[0]?.text ?? '';
+  return given.map((r) => `@${r.by}: ${r.text}`).join('\n\n');
 }

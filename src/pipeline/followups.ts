@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { GitHubClient, IssueRef } from '../github/client.ts';
+import { replyOnce } from '../github/replies.ts';
 import type { StatusComments } from '../github/status-comment.ts';
 import type { CancelBus } from '../queue/cancel-bus.ts';
 import { followupJobId, type RunJob } from '../queue/jobs.ts';
@@ -23,6 +24,8 @@ const followupRequestSchema = z.object({
   reviewId: z.number().int().optional(),
   deliveryId: z.string(),
   at: z.string(),
+  /** The repository's `max_followups` when the request was made. */
+  maxFollowups: z.number().int().min(0).optional(),
 });
 export type FollowupRequest = z.infer<typeof followupRequestSchema>;
 
@@ -46,7 +49,8 @@ export interface FollowupDeps {
 
 const keys = (prefix: string, repoId: number, pr: number) => {
   const base = `${prefix}:followup:${repoId}:${pr}`;
-  return { pending: `${base}:pending`, current: `${base}:current`, seq: `${base}:seq`, lock: `${base}:lock` };
+  // runs: follow-up runs queued since the pull request was opened or last re-run from its issue.
+  return { pending: `${base}:pending`, current: `${base}:current`, seq: `${base}:seq`, lock: `${base}:lock`, runs: `${base}:runs` };
 };
 const takenKey = (prefix: string, jobId: string) => `${prefix}:followup-taken:${jobId}`;
 const TTL_S = 30 * 24 * 3600;
@@ -62,9 +66,19 @@ export async function requestFollowup(deps: FollowupDeps, client: GitHubClient, 
     const current = await deps.redis.get(k.current);
     const state = current ? await deps.runs.state(current) : undefined;
     if (current && isLive(state)) return `coalesced into follow-up ${current} (${state})`;
-    return `queued: ${await queueNext(deps, client, target, req)}`;
+    const queued = await queueNext(deps, client, target, req);
+    if (queued) return `queued: ${queued}`;
+    await deps.redis.del(k.pending, k.current);
+    return `refused: max_followups (${req.maxFollowups ?? DEFAULT_MAX_FOLLOWUPS}) reached`;
   });
 }
+
+/** A full run from the issue published this pull request again: its follow-ups count from zero. */
+export async function resetFollowupCount(redis: Redis, prefix: string, repoId: number, pullNumber: number): Promise<void> {
+  await redis.del(keys(prefix, repoId, pullNumber).runs);
+}
+
+const DEFAULT_MAX_FOLLOWUPS = 10;
 
 /** After a follow-up run ends (however): the next one, if requests arrived meanwhile. */
 export async function followupEnded(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, jobId: string): Promise<string | null> {
@@ -73,11 +87,9 @@ export async function followupEnded(deps: FollowupDeps, client: GitHubClient, ta
     await deps.redis.del(takenKey(deps.prefix, jobId));
     if ((await deps.redis.get(k.current)) !== jobId) return null;
     const next = parseRequests(await deps.redis.lrange(k.pending, 0, 0))[0];
-    if (!next) {
-      await deps.redis.del(k.current);
-      return null;
-    }
-    return queueNext(deps, client, target, next);
+    const queued = next ? await queueNext(deps, client, target, next) : null;
+    if (!queued) await deps.redis.del(k.current, ...(next ? [k.pending] : []));
+    return queued;
   });
 }
 
@@ -123,8 +135,25 @@ export async function cancelFollowups(deps: FollowupDeps, client: GitHubClient, 
   });
 }
 
-async function queueNext(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, first: FollowupRequest): Promise<string> {
+/**
+ * Queues the next follow-up run, or, when the pull request has had `max_followups` of them since
+ * its last full run, says so once (an allowed review bot that requests changes on every push
+ * would otherwise loop for ever) and returns null.
+ */
+async function queueNext(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, first: FollowupRequest): Promise<string | null> {
   const k = keys(deps.prefix, target.repoId, target.pullNumber);
+  const max = first.maxFollowups ?? DEFAULT_MAX_FOLLOWUPS;
+  const done = Number((await deps.redis.get(k.runs)) ?? 0);
+  if (done >= max) {
+    const epoch = (await deps.redis.get(k.seq)) ?? '0';
+    const body =
+      `**Lilypad** has revised this pull request ${done} time${done === 1 ? '' : 's'} since its last full run, the most this repository allows ` +
+      `(\`max_followups: ${max}\` in \`.github/lilypad.yml\`), so it did not start another run for @${first.by}. ` +
+      `To go on: push the changes yourselves, raise \`max_followups\`, or label issue #${target.issueNumber} again (remove and add the label) for a fresh run, which starts the count again.`;
+    await replyOnce(deps.redis, deps.prefix, client, prRef(target), `followup-cap:${epoch}`, body);
+    return null;
+  }
+  await deps.redis.multi().incr(k.runs).expire(k.runs, 365 * 24 * 3600).exec();
   const seq = await deps.redis.incr(k.seq);
   await deps.redis.expire(k.seq, 365 * 24 * 3600);
   const jobId = followupJobId(target.repoId, target.pullNumber, seq);

@@ -11,6 +11,7 @@ import { recordIssueRevision, reportPullRequest } from './phases/report.ts';
 import { runInSandbox, type SandboxRun } from './phases/sandbox.ts';
 import { validateIssueJob } from './phases/validate.ts';
 import { prepareWorkspace } from './phases/workspace.ts';
+import { resetFollowupCount } from './followups.ts';
 import { readPublished } from './publish-change.ts';
 
 export const BUDGET_EXITS = new Set(['max_turns', 'max_context_len', 'max_tokens_per_turn', 'max_time', 'llm_query_error', 'tool_error']);
@@ -69,6 +70,7 @@ export async function runIssueJob(ctx: JobContext): Promise<RunJobOutcome> {
     await refuseSecrets(ctx.scanner(), patch, [withTable, title]);
     const { published, fresh } = await publishPullRequest(ctx, config, change, { title, body: withTable, baseBranch: ws.defaultBranch, cloneUrl: ws.cloneUrl, incomplete, exitReason: agent.exitReason });
     if (fresh) {
+      await resetFollowupCount(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, published.number);
       const pinned = job.pinned ?? pinText(text.title, text.body);
       await recordIssueRevision(ctx, published, { issueNumber: job.issueNumber, branch: published.branch, pinned }, revision, ws.htmlUrl).catch((err: unknown) =>
         ctx.log.warn({ err: (err as Error).message }, 'could not record the revision'),

@@ -13,6 +13,7 @@ import { CancelledError, reasonText } from '../sandbox/errors.ts';
 import type { RunStatus } from './run-status.ts';
 import { StaleTriggerError } from './validate-trigger.ts';
 import type { SetupNetworkProvider } from './sandbox-session.ts';
+import type { SandboxSlots } from './sandbox-slots.ts';
 
 /** What every job needs from the process that runs it. */
 export interface JobDeps {
@@ -24,6 +25,11 @@ export interface JobDeps {
   workerId: string;
   /** Where setup commands may connect (the egress proxy); null: no network for setup. */
   setupNetwork: SetupNetworkProvider | null;
+  /**
+   * The worker's sandbox slots (LILYPAD_WORKER_CONCURRENCY): every sandbox session takes one, so a
+   * best-of-k job with k attempts holds k while they run, and the worker never runs more.
+   */
+  sandboxSlots: SandboxSlots;
   /** Extra container labels (job id, worker instance) so that orphans can be swept. */
   labels: Record<string, string>;
   /** When the whole job must be over (LILYPAD_JOB_MAX_MINUTES); the agent's budget fits inside it. */

@@ -160,10 +160,26 @@ async function cancel(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, r
   });
 }
 
-/** `/lilypad ci` on a pull request: a writer releases the CI that Lilypad's commits hold. */
-async function ciCommand(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef): Promise<string> {
+/**
+ * `/lilypad ci` on a pull request: a writer releases the CI that Lilypad's commits hold. What they
+ * read is what the branch held when they wrote the command: the comment's own creation time (from
+ * GitHub, not the delivery) bounds the tip that may be released.
+ */
+async function ciCommand(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, sha: string | undefined): Promise<string> {
   await acknowledge(octokit, ref, acknowledged(evt));
-  const outcome = await releaseCi(octokit, { github: deps.github, installationId: evt.installationId, owner: evt.owner, repo: evt.repo, pullNumber: evt.issueNumber, requestedBy: evt.sender.login });
+  const commandAt = evt.commentId
+    ? (await octokit.request('GET /repos/{owner}/{repo}/issues/comments/{comment_id}', { owner: evt.owner, repo: evt.repo, comment_id: evt.commentId })).data.created_at
+    : evt.receivedAt;
+  const outcome = await releaseCi(octokit, {
+    github: deps.github,
+    installationId: evt.installationId,
+    owner: evt.owner,
+    repo: evt.repo,
+    pullNumber: evt.issueNumber,
+    requestedBy: evt.sender.login,
+    commandAt,
+    ...(sha ? { sha } : {}),
+  });
   await comment(octokit, ref, `**Lilypad**: ${outcome}.`);
   return `ci: ${outcome}`;
 }
@@ -207,12 +223,15 @@ function acknowledged(evt: EventJob): Acknowledged | null {
 }
 
 /** `/lilypad` and its words: `ci`, `cancel` (or `stop`), or instructions (possibly none). */
-export function parseCommand(text: string | undefined): { kind: 'ci' } | { kind: 'cancel' } | { kind: 'revise'; instructions: string } | null {
+export function parseCommand(text: string | undefined): { kind: 'ci'; sha?: string } | { kind: 'cancel' } | { kind: 'revise'; instructions: string } | null {
   const m = /^\s*\/lilypad\b([\s\S]*)$/i.exec(text ?? '');
   if (!m) return null;
   const rest = (m[1] ?? '').trim();
   const word = rest.split(/\s+/)[0]?.toLowerCase();
-  if (word === 'ci' && rest.split(/\s+/).length === 1) return { kind: 'ci' };
+  const words = rest.split(/\s+/);
+  if (word === 'ci' && words.length === 1) return { kind: 'ci' };
+  // `/lilypad ci <sha>`: release exactly that commit (7 to 40 hex digits).
+  if (word === 'ci' && words.length === 2 && /^[0-9a-f]{7,40}$/i.test(words[1]!)) return { kind: 'ci', sha: words[1]!.toLowerCase() };
   if ((word === 'cancel' || word === 'stop') && rest.split(/\s+/).length <= 3) return { kind: 'cancel' };
   return { kind: 'revise', instructions: rest.replace(/^(run|start)\b\s*/i, '') };
 }
@@ -249,7 +268,7 @@ async function handlePullRequestEvent(evt: EventJob, deps: TriggerDeps, octokit:
     if (command) await replyOnce(deps.redis, prefix, octokit, ref, `denied:${evt.sender.login}`, politeRefusal(evt.sender.login, triggerLabel));
     return `refused: ${evt.sender.login} lacks write access`;
   }
-  if (intent === 'ci') return ciCommand(evt, deps, octokit, ref);
+  if (intent === 'ci') return ciCommand(evt, deps, octokit, ref, command?.kind === 'ci' ? command.sha : undefined);
   if (intent === 'cancel') {
     await acknowledge(octokit, ref, acknowledged(evt));
     return cancelFollowups(fdeps, octokit, target!, evt.sender.login, evt.kind === 'pr_unlabeled' ? `the \`${triggerLabel}\` label was removed` : 'cancelled with `/lilypad cancel`');
@@ -267,5 +286,6 @@ async function handlePullRequestEvent(evt: EventJob, deps: TriggerDeps, octokit:
     ...(evt.reviewId !== undefined ? { reviewId: evt.reviewId } : {}),
     deliveryId: evt.deliveryId,
     at: evt.receivedAt,
+    maxFollowups: loaded.config.max_followups,
   });
 }

@@ -16,6 +16,7 @@ import type { RunJobOutcome } from '../pipeline/job-context.ts';
 import { FinalFailure, HandBack, LOST_LOCK, LostClaim, runQueuedJob, SHUTDOWN } from '../pipeline/job-runner.ts';
 import type { SetupNetworkProvider } from '../pipeline/sandbox-session.ts';
 import { handleEvent } from '../pipeline/triggers.ts';
+import { SandboxSlots } from '../pipeline/sandbox-slots.ts';
 import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
 import { CancelBus, type CancelRequest } from './cancel-bus.ts';
 import { LABEL_INSTANCE, LABEL_JOB, LABEL_PREFIX, startHeartbeat, sweepDeadInstances, sweepOwnLeftovers } from './heartbeat.ts';
@@ -137,6 +138,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   );
 
   const revocations = new Set<Promise<void>>();
+  const sandboxSlots = new SandboxSlots(env.LILYPAD_WORKER_CONCURRENCY);
 
 
   /** A BullMQ job, handed to the pipeline's job runner; its verdicts become BullMQ's. */
@@ -166,6 +168,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
         logger,
         workerId,
         setupNetwork,
+        sandboxSlots,
         labels,
         status,
         cancelBus,

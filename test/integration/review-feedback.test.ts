@@ -59,6 +59,8 @@ before(async () => {
   gh.addCollaborator('acme', 'calc', 'tom', 'triage');
   gh.createUser('mallory');
   gh.createUser('renovate[bot]', { type: 'Bot' });
+  // An allowed bot speaks only with write access, like a bot whose review starts a run.
+  gh.addCollaborator('acme', 'calc', 'renovate[bot]', 'write');
   gh.createUser('dependabot[bot]', { type: 'Bot' });
   const auth = createAppAuth({ appId: gh.appId, privateKey: gh.privateKeyPem, request: octokitRequest.defaults({ baseUrl: gh.apiUrl }) });
   const { token } = await auth({ type: 'installation', installationId });
@@ -131,6 +133,7 @@ describe('fetchReviewFeedback', () => {
       outdatedThreads: 1,
       outdatedComments: 0,
       answeredThreads: 1,
+      quotedLines: 0,
       beforeSince: 1, // the old review; the old conversation comment is not even fetched (`since=` on the list)
     } satisfies typeof f.excluded);
     const text = JSON.stringify(f);
@@ -138,10 +141,13 @@ describe('fetchReviewFeedback', () => {
     assert.ok(logged.some((l) => l.fields.source === 'graphql'), 'the path used is logged');
   });
 
-  test('a bot listed in allow_bots speaks', async () => {
+  test('a bot listed in allow_bots speaks only with write access, as for triggers (renovate has it, dependabot not)', async () => {
     const f = await fetchReviewFeedback(client, options({ allowBots: ['renovate[bot]', 'dependabot[bot]'] }));
     assert.equal(f.excluded.botsNotAllowed, 0);
-    assert.ok(f.threads.some((t) => t.rootCommentId === ids.F), 'a bot listed in allow_bots speaks');
+    assert.ok(f.threads.some((t) => t.rootCommentId === ids.E), 'a listed bot with write access speaks');
+    assert.ok(!f.threads.some((t) => t.rootCommentId === ids.F), 'a listed bot without write access is not quoted to the model');
+    assert.ok(!JSON.stringify(f).includes('Bot suggestion from a bot not allowed.'));
+    assert.equal(f.excluded.notWriters, 7, 'counted with the non-writers');
   });
 
   test('REST fallback when GraphQL answers 404: threads grouped by in_reply_to_id; resolution unknown, so resolved threads stay', async () => {

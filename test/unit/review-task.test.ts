@@ -33,7 +33,7 @@ const example = (set: string, event: string, action: string): Record<string, unk
 
 const restComments = JSON.parse(readFileSync(new URL('../fixtures/reviews/rest-review-comments.json', import.meta.url), 'utf8')) as unknown[];
 
-const NONE: FeedbackExclusions = { notWriters: 0, botsNotAllowed: 0, own: 0, resolvedThreads: 0, outdatedThreads: 0, outdatedComments: 0, answeredThreads: 0, beforeSince: 0 };
+const NONE: FeedbackExclusions = { notWriters: 0, botsNotAllowed: 0, own: 0, resolvedThreads: 0, outdatedThreads: 0, outdatedComments: 0, answeredThreads: 0, beforeSince: 0, quotedLines: 0 };
 const ISSUE = { title: 'count() loops forever', body: 'count(0) never returns.' };
 
 /** Writers: alice, bob, Codertocat (the examples' author); renovate[bot] is in allow_bots; lilypad[bot] is Lilypad. */

@@ -9,6 +9,8 @@ import type { JobContext } from '../job-context.ts';
 import { runSandboxSession, type SandboxSessionResult } from '../sandbox-session.ts';
 import { selectAttempt, type Candidate, type Selection } from '../../eval/select.ts';
 import { testWord } from '../../github/revisions.ts';
+import { CancelledError, reasonText } from '../../sandbox/errors.ts';
+import { StaleTriggerError } from '../validate-trigger.ts';
 import { recheckPinnedText } from './validate.ts';
 
 /** Time kept back from the agent for the tests on the change and publishing. */
@@ -80,8 +82,9 @@ export async function runInSandbox(ctx: JobContext, config: RepoConfig, task: { 
     let lastStatusAt = 0;
     const attempts = Math.min(config.attempts, deps.env.LILYPAD_MAX_ATTEMPTS);
     // One attempt reports to the status and the run page as it goes; with best of k, the first.
-    const session = (attempt: number, sink: JsonlTrajectory) =>
-      runSandboxSession({
+    // Every attempt holds one of the worker's sandbox slots from its container to its removal.
+    const session = (attempt: number, sink: JsonlTrajectory, signal: AbortSignal) =>
+      deps.sandboxSlots.use(signal, () => runSandboxSession({
         docker: deps.docker,
         checkoutDir: checkout.dir,
         baseCommit: checkout.baseCommit,
@@ -109,10 +112,14 @@ export async function runInSandbox(ctx: JobContext, config: RepoConfig, task: { 
         client,
         budgets,
         trajectory: sink,
-        signal: ctx.signal,
+        signal,
         ...(attempts > 1 ? { seed: attempt } : {}),
         phase: async (name, fn) => {
-          if (attempt > 1) return fn();
+          // Every attempt's agent starts only on the text as pinned; a stale text ends all of them (bestOfK).
+          if (attempt > 1) {
+            if (name === 'agent') await recheckPinnedText(ctx);
+            return fn();
+          }
           if (name === 'tests_before' || name === 'tests_after') await status.phase({ state: 'testing', which: name === 'tests_before' ? 'before' : 'after' });
           if (name === 'agent') {
             await recheckPinnedText(ctx);
@@ -125,14 +132,14 @@ export async function runInSandbox(ctx: JobContext, config: RepoConfig, task: { 
           lastStatusAt = Date.now();
           status.progress({ state: 'running', step: p.step, phase: `agent step ${p.step} of at most ${maxSteps}${attempts > 1 ? ` (attempt 1 of ${attempts})` : ''}` });
         },
-      });
+      }), () => ctx.log.info({ attempt, slots: deps.sandboxSlots.size }, 'waiting for a free sandbox slot on this worker'));
     if (attempts > 1) {
       const best = await bestOfK(ctx, attempts, outDir, trajectory, session);
       if (task.warning) best.session.agent.warnings.push(task.warning);
       recordOutcome(ctx, best.session);
       return { ...best, model, image, startedAt };
     }
-    const one = await session(1, trajectory);
+    const one = await session(1, trajectory, ctx.signal);
     if (task.warning) one.agent.warnings.push(task.warning);
     recordOutcome(ctx, one);
     return { session: one, model, image, startedAt };
@@ -159,11 +166,38 @@ async function bestOfK(
   k: number,
   outDir: string,
   first: JsonlTrajectory,
-  session: (attempt: number, sink: JsonlTrajectory) => Promise<SandboxSessionResult>,
+  session: (attempt: number, sink: JsonlTrajectory, signal: AbortSignal) => Promise<SandboxSessionResult>,
 ): Promise<{ session: SandboxSessionResult; attempts: { summaries: AttemptSummary[]; selection: Selection } }> {
   const sinks = [first, ...Array.from({ length: k - 1 }, (_, i) => new JsonlTrajectory(path.join(outDir, `trajectory-attempt-${i + 2}.jsonl`), ctx.scanner()))];
+  // A stale trigger or a cancel in one attempt ends them all: no sibling's patch may be published
+  // on a text nobody approved, or after someone asked to stop.
+  const all = new AbortController();
+  const onCancel = () => all.abort(ctx.signal.reason);
+  if (ctx.signal.aborted) onCancel();
+  else ctx.signal.addEventListener('abort', onCancel, { once: true });
+  let fatal: unknown = null;
+  const attempt = (sink: JsonlTrajectory, i: number) =>
+    session(i + 1, sink, all.signal).then(
+      (result) => {
+        if (result.agent.exitReason === 'cancelled' && !all.signal.aborted) {
+          fatal ??= new CancelledError('an attempt was cancelled');
+          all.abort(fatal);
+        }
+        return result;
+      },
+      (err: unknown) => {
+        if (err instanceof StaleTriggerError || err instanceof CancelledError) {
+          fatal ??= err;
+          if (!all.signal.aborted) all.abort(err);
+        }
+        throw err;
+      },
+    );
   try {
-    const settled = await Promise.allSettled(sinks.map((sink, i) => session(i + 1, sink)));
+    const settled = await Promise.allSettled(sinks.map(attempt));
+    if (fatal instanceof StaleTriggerError) throw fatal;
+    if (ctx.signal.aborted) throw new CancelledError(reasonText(ctx.signal.reason));
+    if (fatal) throw fatal;
     const done = settled.flatMap((r, i) => (r.status === 'fulfilled' ? [{ i, result: r.value }] : []));
     if (done.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
     const candidates: Candidate[] = settled.map((r, i) => {
@@ -193,6 +227,7 @@ async function bestOfK(
     ctx.log.info({ winner: winner + 1, decidedBy: selection.decidedBy, k }, 'best of k');
     return { session: (settled[winner] as PromiseFulfilledResult<SandboxSessionResult>).value, attempts: { summaries, selection } };
   } finally {
+    ctx.signal.removeEventListener('abort', onCancel);
     for (const sink of sinks.slice(1)) await sink.close();
   }
 }

@@ -1,7 +1,10 @@
 import type { ProbotOctokit } from 'probot';
 import type { RepoConfig } from '../../config/repo-config.ts';
 import type { GitHubClient, IssueRef } from '../../github/client.ts';
+import { z } from 'zod';
+import { lastIssueEdit } from '../../github/issue-edits.ts';
 import { hasWriteAccess } from '../../github/permissions.ts';
+import { parseStored } from '../../queue/stored-json.ts';
 import { loadRepoConfig } from '../../github/repo-config-loader.ts';
 import { editsKey, runJobId, textDigest } from '../../queue/jobs.ts';
 import { UserError } from '../failures.ts';
@@ -18,7 +21,46 @@ export async function validateIssueJob(ctx: JobContext): Promise<{ text: IssueTe
   const installation = await ctx.deps.github.installation(ctx.job.installationId);
   const text = await ctx.step('validate', () => validateTrigger(installation as unknown as GitHubClient, ctx.job, () => recordedEdits(ctx)));
   const config = await ctx.step('config', () => loadConfigOrFail(installation, ctx.ref));
+  await ctx.step('last_edit', () => checkLastEditor(ctx, installation as unknown as GitHubClient, config));
   return { text, config, installation };
+}
+
+const CONFIRM_TTL_S = 30 * 24 * 3600;
+const confirmSchema = z.object({ mark: z.string(), deliveryId: z.string() });
+
+/**
+ * The pinned text is what the issue said when the trigger arrived, not necessarily what the
+ * maintainer read: someone without write access may have rewritten it in between (or, for a label
+ * the reconcile sweep found, any time before the sweep). So the last editor of the issue must be
+ * able to start Lilypad too; otherwise the job stops before the agent, naming them, as a mid-job
+ * edit does. Stopping records the edit: a later trigger by a writer (who has been told) on the
+ * same text and the same last edit takes it as read and confirmed.
+ */
+async function checkLastEditor(ctx: JobContext, client: GitHubClient, config: RepoConfig): Promise<void> {
+  const { job, deps } = ctx;
+  if (job.kind !== 'issue') return;
+  const edit = await lastIssueEdit(client, job.owner, job.repo, job.issueNumber);
+  if (edit === null) return;
+  if (edit === 'unknown') {
+    ctx.log.warn('this GitHub server has no GraphQL API: who last edited the issue cannot be checked');
+    return;
+  }
+  const allowed = !edit.bot || config.allow_bots.some((b) => b.toLowerCase() === edit.login.toLowerCase());
+  if (allowed && (await hasWriteAccess(client, job.owner, job.repo, edit.login))) return;
+  const key = `${deps.env.LILYPAD_QUEUE_PREFIX}:text-confirm:${job.repoId}:${job.issueNumber}`;
+  const mark = `${edit.at}|${job.pinned?.sha256 ?? textDigest(...(await currentText(ctx)))}`;
+  const stored = parseStored(confirmSchema, await deps.redis.get(key));
+  if (stored && stored.mark === mark && stored.deliveryId !== job.deliveryId) return;
+  await deps.redis.set(key, JSON.stringify({ mark, deliveryId: job.deliveryId }), 'EX', CONFIRM_TTL_S);
+  throw new StaleTriggerError(
+    `the issue text was last edited by @${edit.login}, who cannot start Lilypad, at ${edit.at} (before the job started), so it may not be what @${job.triggeredBy} read, and the job stopped before the agent saw it. ` +
+      'Someone with write access can read the issue as it is now and label it again (or comment `/lilypad`): Lilypad then takes this text as confirmed.',
+  );
+}
+
+async function currentText(ctx: JobContext): Promise<[string, string | null | undefined]> {
+  const issue = (await (await ctx.tokens.rest()).request('GET /repos/{owner}/{repo}/issues/{issue_number}', { owner: ctx.job.owner, repo: ctx.job.repo, issue_number: ctx.job.issueNumber })).data;
+  return [issue.title, issue.body];
 }
 
 export interface FollowupTarget {

@@ -382,6 +382,17 @@ const SCHEMA: Record<string, Record<string, FieldDef>> = {
     id: scalar((r: RepoRec) => nodeId('Repository', r.id)),
     name: scalar((r: RepoRec) => r.name),
     nameWithOwner: scalar((r: RepoRec) => `${r.owner.login}/${r.name}`),
+    issue: {
+      type: 'Issue',
+      args: ['number'],
+      resolve: (p, args, ctx) => {
+        const repo = p as RepoRec;
+        if (!levelAllows(ctx.token.permissions.issues, 'read')) throw new FieldError('Resource not accessible by integration', 'FORBIDDEN');
+        const issue = repo.issues.get(Number(args.number));
+        if (!issue || issue.pull) throw new FieldError(`Could not resolve to an Issue with the number of ${String(args.number)}.`, 'NOT_FOUND');
+        return issue;
+      },
+    },
     pullRequest: {
       type: 'PullRequest',
       args: ['number'],
@@ -394,6 +405,16 @@ const SCHEMA: Record<string, Record<string, FieldDef>> = {
         return issue;
       },
     },
+  },
+  Issue: {
+    id: scalar((i: IssueRec) => nodeId('Issue', i.id)),
+    number: scalar((i: IssueRec) => i.number),
+    title: scalar((i: IssueRec) => i.title),
+    body: scalar((i: IssueRec) => i.body ?? ''),
+    createdAt: scalar((i: IssueRec) => i.createdAt),
+    lastEditedAt: scalar((i: IssueRec) => i.lastEdit?.at ?? null),
+    editor: { type: 'Actor', resolve: (p) => (p as IssueRec).lastEdit?.editor ?? null },
+    author: { type: 'Actor', resolve: (p) => (p as IssueRec).user },
   },
   PullRequest: {
     id: scalar((i: IssueRec) => nodeId('PullRequest', i.pull?.id ?? 0)),

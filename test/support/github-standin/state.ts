@@ -104,6 +104,8 @@ export interface IssueRec {
   pull: PullRec | null;
   viaApp: boolean;
   events: IssueEventRec[];
+  /** The last edit of the title or body (GraphQL's `editor` and `lastEditedAt`); absent: never edited. */
+  lastEdit?: { editor: UserRec; at: string };
 }
 
 export interface CommentRec {
