@@ -14,7 +14,7 @@ import type { EvalInstance } from './instance.ts';
 import { judgePatch, type JudgeResult, type JudgeSandbox } from './judge.ts';
 import { RepoCache } from './repo-source.ts';
 import { LABEL_EVAL } from './runner.ts';
-import { detectFramework, parseTestOutput, type TestFramework, type TestStatusMap } from './test-results.ts';
+import { detectFramework, parseTestOutput, type TestFramework, type TestStatusMap } from '../test-results/judging.ts';
 import type { Env } from '../config/env.ts';
 
 /**

@@ -7,7 +7,7 @@ import { Sandbox, type SandboxOptions } from '../sandbox/sandbox.ts';
 import { gitRun } from '../workspace/git.ts';
 import type { EvalInstance } from './instance.ts';
 import type { RepoCache } from './repo-source.ts';
-import { buildTestCommand, detectFramework, lookupStatus, parseTestOutput, type TestStatusMap } from './test-results.ts';
+import { buildTestCommand, detectFramework, lookupStatus, parseTestOutput, type TestStatusMap } from '../test-results/judging.ts';
 
 export interface JudgeSandbox extends Pick<SandboxOptions, 'image' | 'workdir' | 'user' | 'allowRootImage' | 'memoryMb' | 'cpus' | 'pids' | 'diskMb' | 'maxLineBytes'> {
   testTimeoutSeconds: number;

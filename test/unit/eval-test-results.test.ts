@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { buildTestCommand, detectFramework, lookupStatus, parseTestOutput } from '../../src/eval/test-results.ts';
+import { buildTestCommand, detectFramework, lookupStatus, parseTestOutput } from '../../src/test-results/judging.ts';
 
 // Real output, captured from pytest 9, Python 3.11's unittest and node 18 / node 20 (test/fixtures/eval).
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/eval/${name}`, import.meta.url), 'utf8');
