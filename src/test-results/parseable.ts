@@ -11,7 +11,8 @@ const SHELL_CONTROL = /[;&|`<>()\n]|\$\(/;
 
 /**
  * The test command with what makes its output readable per test: pytest `-rA` (every outcome in
- * the summary) and no cache directory in the checkout, unittest `-v`, `go test -json`, node's TAP
+ * the summary), no cache directory in the checkout and the other modules' results when one does not
+ * import, unittest `-v`, `go test -json`, node's TAP
  * reporter, jest `--verbose`, cargo's pretty format where `-q` asked for the terse one; Maven and
  * Gradle report files are printed after the run (stale ones removed first) and the exit status
  * is kept. A command this cannot extend safely is returned unchanged.
@@ -19,7 +20,12 @@ const SHELL_CONTROL = /[;&|`<>()\n]|\$\(/;
 export function parseableCommand(runner: TestRunner | null, command: string): string {
   switch (runner) {
     case 'pytest':
-      return insertAfter(command, /(^|\s|\/)(py\.test|pytest)(?=\s|$)/, (has) => [...(has('-rA') || /(^|\s)-r\S*A/.test(command) ? [] : ['-rA']), ...(has('no:cacheprovider') ? [] : ['-p', 'no:cacheprovider'])]);
+      // A test module that does not import would otherwise stop the whole run: keep the others' results.
+      return insertAfter(command, /(^|\s|\/)(py\.test|pytest)(?=\s|$)/, (has) => [
+        ...(has('-rA') || /(^|\s)-r\S*A/.test(command) ? [] : ['-rA']),
+        ...(has('no:cacheprovider') ? [] : ['-p', 'no:cacheprovider']),
+        ...(has('--continue-on-collection-errors') ? [] : ['--continue-on-collection-errors']),
+      ]);
     case 'unittest': {
       if (/(^|\s)(-v|--verbose)(\s|$)/.test(command)) return command;
       // `-v` must come after `discover`: unittest reads its first argument as the subcommand.

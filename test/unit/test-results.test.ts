@@ -155,9 +155,10 @@ describe('per-test parsers on real output', () => {
 
 describe('parseableCommand', () => {
   test('the runner flags go right after the runner, once', () => {
-    assert.equal(parseableCommand('pytest', 'python3 -m pytest tests -x'), 'python3 -m pytest -rA -p no:cacheprovider tests -x');
-    assert.equal(parseableCommand('pytest', 'cd src && "$HOME/.venv/bin/python" -m pytest -q | tee out'), 'cd src && "$HOME/.venv/bin/python" -m pytest -rA -p no:cacheprovider -q | tee out');
-    assert.equal(parseableCommand('pytest', 'pytest -rA -p no:cacheprovider'), 'pytest -rA -p no:cacheprovider');
+    const pytestFlags = '-rA -p no:cacheprovider --continue-on-collection-errors';
+    assert.equal(parseableCommand('pytest', 'python3 -m pytest tests -x'), `python3 -m pytest ${pytestFlags} tests -x`);
+    assert.equal(parseableCommand('pytest', 'cd src && "$HOME/.venv/bin/python" -m pytest -q | tee out'), `cd src && "$HOME/.venv/bin/python" -m pytest ${pytestFlags} -q | tee out`);
+    assert.equal(parseableCommand('pytest', `pytest ${pytestFlags}`), `pytest ${pytestFlags}`);
     assert.equal(parseableCommand('unittest', 'python -m unittest discover -s tests'), 'python -m unittest discover -v -s tests');
     assert.equal(parseableCommand('unittest', 'python -m unittest'), 'python -m unittest -v');
     assert.equal(parseableCommand('unittest', 'python manage.py test'), 'python manage.py test -v 2');
