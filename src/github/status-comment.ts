@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { SecretScanner } from '../observability/secrets.ts';
 import { withRedisLock } from '../queue/redis-lock.ts';
 import { statusOf, type GitHubClient, type IssueRef } from './client.ts';
+import { keys } from '../store/keys.ts';
 
 /** The states of the one status comment Lilypad keeps on an issue, edited in place. */
 export type StatusState =
@@ -83,7 +84,7 @@ export class StatusComments {
   ) {}
 
   private key(ref: IssueRef, slot?: string): string {
-    return `${this.prefix}:status:${ref.owner}/${ref.repo}#${ref.issueNumber}${slot ? `:${slot}` : ''}`.toLowerCase();
+    return keys.statusComment(this.prefix, ref, slot);
   }
 
   /**

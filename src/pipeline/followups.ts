@@ -8,6 +8,7 @@ import { followupJobId, type RunJob } from '../queue/jobs.ts';
 import { withRedisLock } from '../queue/redis-lock.ts';
 import { isLive, type RunQueue } from '../queue/run-queue.ts';
 import { parseStoredList } from '../queue/stored-json.ts';
+import { keys } from '../store/keys.ts';
 
 /**
  * Follow-up runs on Lilypad's pull requests, serialised per pull request: one runs at a time;
@@ -47,21 +48,21 @@ export interface FollowupDeps {
   cancelBus: CancelBus;
 }
 
-const keys = (prefix: string, repoId: number, pr: number) => {
-  const base = `${prefix}:followup:${repoId}:${pr}`;
+const followupKeys = (prefix: string, repoId: number, pr: number) => {
+  const base = keys.followups(prefix, repoId, pr);
   // runs: follow-up runs queued since the pull request was opened or last re-run from its issue.
   return { pending: `${base}:pending`, current: `${base}:current`, seq: `${base}:seq`, lock: `${base}:lock`, runs: `${base}:runs` };
 };
-const takenKey = (prefix: string, jobId: string) => `${prefix}:followup-taken:${jobId}`;
+const takenKey = keys.followupTaken;
 const TTL_S = 30 * 24 * 3600;
 
 const prRef = (t: FollowupTarget): IssueRef => ({ owner: t.owner, repo: t.repo, issueNumber: t.pullNumber });
-const lock = <T>(deps: FollowupDeps, t: FollowupTarget, fn: () => Promise<T>) => withRedisLock(deps.redis, keys(deps.prefix, t.repoId, t.pullNumber).lock, { ttlMs: 30_000, waitMs: 15_000 }, fn);
+const lock = <T>(deps: FollowupDeps, t: FollowupTarget, fn: () => Promise<T>) => withRedisLock(deps.redis, followupKeys(deps.prefix, t.repoId, t.pullNumber).lock, { ttlMs: 30_000, waitMs: 15_000 }, fn);
 
 /** Records a request; queues a run unless one is waiting or running (which then takes it). */
 export async function requestFollowup(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, req: FollowupRequest): Promise<string> {
   return lock(deps, target, async () => {
-    const k = keys(deps.prefix, target.repoId, target.pullNumber);
+    const k = followupKeys(deps.prefix, target.repoId, target.pullNumber);
     await deps.redis.multi().rpush(k.pending, JSON.stringify(followupRequestSchema.parse(req))).expire(k.pending, TTL_S).exec();
     const current = await deps.redis.get(k.current);
     const state = current ? await deps.runs.state(current) : undefined;
@@ -75,7 +76,7 @@ export async function requestFollowup(deps: FollowupDeps, client: GitHubClient, 
 
 /** A full run from the issue published this pull request again: its follow-ups count from zero. */
 export async function resetFollowupCount(redis: Redis, prefix: string, repoId: number, pullNumber: number): Promise<void> {
-  await redis.del(keys(prefix, repoId, pullNumber).runs);
+  await redis.del(followupKeys(prefix, repoId, pullNumber).runs);
 }
 
 const DEFAULT_MAX_FOLLOWUPS = 10;
@@ -83,7 +84,7 @@ const DEFAULT_MAX_FOLLOWUPS = 10;
 /** After a follow-up run ends (however): the next one, if requests arrived meanwhile. */
 export async function followupEnded(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, jobId: string): Promise<string | null> {
   return lock(deps, target, async () => {
-    const k = keys(deps.prefix, target.repoId, target.pullNumber);
+    const k = followupKeys(deps.prefix, target.repoId, target.pullNumber);
     await deps.redis.del(takenKey(deps.prefix, jobId));
     if ((await deps.redis.get(k.current)) !== jobId) return null;
     const next = parseRequests(await deps.redis.lrange(k.pending, 0, 0))[0];
@@ -98,7 +99,7 @@ export async function followupEnded(deps: FollowupDeps, client: GitHubClient, ta
  * that a retry of the same job (an infrastructure failure) works on the same ones.
  */
 export async function takeRequests(redis: Redis, prefix: string, job: RunJob, jobId: string): Promise<FollowupRequest[]> {
-  const k = keys(prefix, job.repoId, job.pullNumber!);
+  const k = followupKeys(prefix, job.repoId, job.pullNumber!);
   const taken = (await redis.eval(TAKE, 2, k.pending, takenKey(prefix, jobId), TTL_S)) as string[];
   return parseRequests(taken);
 }
@@ -116,7 +117,7 @@ return redis.call('lrange', KEYS[2], 0, -1)`;
 /** `/lilypad cancel`, a closed pull request, or the label removed: drop waiting requests, stop the run. */
 export async function cancelFollowups(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, by: string | undefined, why: string): Promise<string> {
   return lock(deps, target, async () => {
-    const k = keys(deps.prefix, target.repoId, target.pullNumber);
+    const k = followupKeys(deps.prefix, target.repoId, target.pullNumber);
     const dropped = await deps.redis.llen(k.pending);
     await deps.redis.del(k.pending);
     const current = await deps.redis.get(k.current);
@@ -141,7 +142,7 @@ export async function cancelFollowups(deps: FollowupDeps, client: GitHubClient, 
  * would otherwise loop for ever) and returns null.
  */
 async function queueNext(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, first: FollowupRequest): Promise<string | null> {
-  const k = keys(deps.prefix, target.repoId, target.pullNumber);
+  const k = followupKeys(deps.prefix, target.repoId, target.pullNumber);
   const max = first.maxFollowups ?? DEFAULT_MAX_FOLLOWUPS;
   const done = Number((await deps.redis.get(k.runs)) ?? 0);
   if (done >= max) {

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Revision } from '../github/revisions.ts';
 import { pinnedTextSchema } from '../queue/jobs.ts';
 import { parseStored } from '../queue/stored-json.ts';
+import { keys } from '../store/keys.ts';
 
 /**
  * What Lilypad keeps about each pull request it opened: the issue and its pinned text (what a
@@ -27,7 +28,7 @@ const prRecordSchema = z.object({
 });
 export type PrRecord = z.infer<typeof prRecordSchema>;
 
-const key = (prefix: string, repoId: number, pullNumber: number) => `${prefix}:pr:${repoId}:${pullNumber}`;
+const key = keys.pullRecord;
 const TTL_S = 365 * 24 * 3600;
 
 export async function readPrRecord(redis: Redis, prefix: string, repoId: number, pullNumber: number): Promise<PrRecord | null> {

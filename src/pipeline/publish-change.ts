@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { parseStored } from '../queue/stored-json.ts';
 import { pushBranch, remoteTip } from '../workspace/publish.ts';
+import { keys } from '../store/keys.ts';
 
 /** Branch names tried in order: lilypad/issue-N, then -2, -3, ... when someone else owns one. */
 const branchFor = (issueNumber: number, n = 1): string => `lilypad/issue-${issueNumber}${n > 1 ? `-${n}` : ''}`;
@@ -54,7 +55,7 @@ const RECORD_TTL_S = 365 * 24 * 3600;
 const SERVER_RETRY_DELAYS_MS = [1000, 3000, 9000];
 
 async function pushIfOurs(dir: string, headSha: string, target: PushTarget, branch: string): Promise<'pushed' | 'theirs'> {
-  const key = `${target.prefix}:pushed:${target.repoId}:${branch}`;
+  const key = keys.pushed(target.prefix, target.repoId, branch);
   const record = await readRecord(target.redis, key);
   const tip = await remoteTip(target.cloneUrl, branch, await target.authHeader(), target.signal);
   const ours = tip === null || tip === record.sha || tip === record.pending || tip === headSha;
@@ -101,7 +102,7 @@ const publishedSchema = z.object({
 });
 export type Published = z.infer<typeof publishedSchema>;
 
-const publishedKey = (prefix: string, jobId: string) => `${prefix}:published:${jobId}`;
+const publishedKey = keys.published;
 const PUBLISHED_TTL_S = 7 * 24 * 3600;
 
 /** What this trigger already published, if anything (the record of an older trigger does not count). */
@@ -120,7 +121,7 @@ export async function recordPublished(redis: Redis, prefix: string, jobId: strin
  * the next free name instead).
  */
 export async function forgetPush(redis: Redis, prefix: string, repoId: number, branch: string): Promise<void> {
-  await redis.del(`${prefix}:pushed:${repoId}:${branch}`);
+  await redis.del(keys.pushed(prefix, repoId, branch));
 }
 
 async function readRecord(redis: Redis, key: string): Promise<PushRecord> {

@@ -14,6 +14,7 @@ import { withRedisLock } from '../queue/redis-lock.ts';
 import { isLive, type JobState, type RunQueue } from '../queue/run-queue.ts';
 import { cancelFollowups, requestFollowup, type FollowupDeps, type FollowupTarget } from './followups.ts';
 import { readPrRecord } from './pr-record.ts';
+import { keys } from '../store/keys.ts';
 
 export interface TriggerDeps {
   env: Env;
@@ -209,7 +210,7 @@ async function currentText(octokit: GitHubClient, ref: IssueRef): Promise<Pinned
 }
 
 function withIssueLock<T>(deps: TriggerDeps, jobId: string, fn: () => Promise<T>): Promise<T> {
-  return withRedisLock(deps.redis, `${deps.env.LILYPAD_QUEUE_PREFIX}:lock:${jobId}`, { ttlMs: 30_000, waitMs: 10_000 }, fn);
+  return withRedisLock(deps.redis, keys.triggerLock(deps.env.LILYPAD_QUEUE_PREFIX, jobId), { ttlMs: 30_000, waitMs: 10_000 }, fn);
 }
 
 const PR_EVENTS = new Set<EventJob['kind']>(['pr_comment', 'review', 'review_comment', 'pr_closed', 'pr_unlabeled']);

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Logger } from '../observability/logger.ts';
+import { keys } from '../store/keys.ts';
 
 /** A request to stop a job, as published on the channel and stored under the job's flag key. */
 const cancelRequestSchema = z.object({
@@ -53,11 +54,11 @@ export class CancelBus {
   ) {}
 
   private channel(): string {
-    return `${this.prefix}:cancel`;
+    return keys.cancelChannel(this.prefix);
   }
 
   private flagKey(jobId: string): string {
-    return `${this.prefix}:cancelled:${jobId}`;
+    return keys.cancelled(this.prefix, jobId);
   }
 
   async request(req: CancelRequest): Promise<void> {

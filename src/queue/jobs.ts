@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { keys } from '../store/keys.ts';
 
 /** Queue names; Redis keys are `<LILYPAD_QUEUE_PREFIX>:<name>:...`. */
 export const EVENTS_QUEUE = 'events';
@@ -90,7 +91,7 @@ export const followupJobId = (repoId: number, pullNumber: number, seq: number): 
 
 
 /** Edits of an issue recorded while its run job waits or runs (see issues.edited). */
-export const editsKey = (prefix: string, jobId: string): string => `${prefix}:edits:${jobId}`;
+export const editsKey = keys.edits;
 
 /** Set while a run job has written its final status but may still show as active in BullMQ. */
-export const finishingKey = (prefix: string, jobId: string): string => `${prefix}:finishing:${jobId}`;
+export const finishingKey = keys.finishing;

@@ -7,6 +7,7 @@ import { prepareChange, pushBranch, type PreparedChange } from '../../workspace/
 import { UserError } from '../failures.ts';
 import { assertStillOwned, type JobContext } from '../job-context.ts';
 import { pushWithoutOverwriting, readPublished, forgetPush, recordPublished, type Published } from '../publish-change.ts';
+import { keys } from '../../store/keys.ts';
 
 /**
  * Phase 5, publish. The diff left the container as data: it is applied to a fresh clone on the
@@ -67,7 +68,7 @@ export async function publishPullRequest(ctx: JobContext, config: RepoConfig, ch
   const { job, deps } = ctx;
   const prefix = deps.env.LILYPAD_QUEUE_PREFIX;
   const jobId = runJobId(job.repoId, job.issueNumber);
-  return withRedisLock(deps.redis, `${prefix}:publish:${jobId}`, { ttlMs: 10 * 60_000, waitMs: 10 * 60_000 }, async () => {
+  return withRedisLock(deps.redis, keys.publishLock(prefix, jobId), { ttlMs: 10 * 60_000, waitMs: 10 * 60_000 }, async () => {
     const already = await readPublished(deps.redis, prefix, jobId, job.deliveryId);
     if (already) return { published: already, fresh: false };
     await assertStillOwned(ctx);

@@ -11,6 +11,7 @@ import { UserError } from '../failures.ts';
 import type { JobContext } from '../job-context.ts';
 import { readPrRecord, type PrRecord } from '../pr-record.ts';
 import { checkPinnedText, parseEdits, StaleTriggerError, validateTrigger, type IssueText } from '../validate-trigger.ts';
+import { keys } from '../../store/keys.ts';
 
 /**
  * Phase 1, validate: the trigger must still hold, and the repository's configuration must be
@@ -47,7 +48,7 @@ async function checkLastEditor(ctx: JobContext, client: GitHubClient, config: Re
   }
   const allowed = !edit.bot || config.allow_bots.some((b) => b.toLowerCase() === edit.login.toLowerCase());
   if (allowed && (await hasWriteAccess(client, job.owner, job.repo, edit.login))) return;
-  const key = `${deps.env.LILYPAD_QUEUE_PREFIX}:text-confirm:${job.repoId}:${job.issueNumber}`;
+  const key = keys.textConfirm(deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, job.issueNumber);
   const mark = `${edit.at}|${job.pinned?.sha256 ?? textDigest(...(await currentText(ctx)))}`;
   const stored = parseStored(confirmSchema, await deps.redis.get(key));
   if (stored && stored.mark === mark && stored.deliveryId !== job.deliveryId) return;

@@ -1,6 +1,7 @@
 import { withRedisLock } from '../../queue/redis-lock.ts';
 import { checkoutFromMirror, updateMirror } from '../../workspace/mirror.ts';
 import type { JobContext } from '../job-context.ts';
+import { keys } from '../../store/keys.ts';
 
 export interface Workspace {
   mirrorDir: string;
@@ -20,7 +21,7 @@ export async function prepareWorkspace(ctx: JobContext, branch?: string): Promis
   const { deps, job } = ctx;
   const repoInfo = (await (await ctx.tokens.rest()).request('GET /repos/{owner}/{repo}', { owner: job.owner, repo: job.repo })).data;
   const lock = <T>(key: string, fn: () => Promise<T>, signal?: AbortSignal) =>
-    withRedisLock(deps.redis, `${deps.env.LILYPAD_QUEUE_PREFIX}:mirror:${key}`, { ttlMs: 15 * 60_000, waitMs: 15 * 60_000, signal }, fn);
+    withRedisLock(deps.redis, keys.mirrorLock(deps.env.LILYPAD_QUEUE_PREFIX, key), { ttlMs: 15 * 60_000, waitMs: 15 * 60_000, signal }, fn);
   const mirrorDir = await ctx.step('mirror', async () => updateMirror(deps.env.LILYPAD_DATA_DIR, job.repoId, repoInfo.clone_url, await ctx.tokens.gitAuthHeader(), { lock, signal: ctx.signal }));
   const checkout = await ctx.step('checkout', () => checkoutFromMirror(mirrorDir, branch ?? repoInfo.default_branch, { signal: ctx.signal }));
   ctx.cleanups.push(() => checkout.dispose());
