@@ -1,7 +1,7 @@
 import { agentFinished, toolCall } from '../observability/metrics.ts';
 import { CancelledError, SandboxError, SandboxLostError } from '../sandbox/errors.ts';
 import type { ToolResult } from '../sandbox/sandbox.ts';
-import { ModelError, type ChatModel, type RetryRecord } from './model-client.ts';
+import { ModelError, withJsonText, type ChatModel, type RetryRecord } from './model-client.ts';
 import { SYSTEM_PROMPT, buildUserMessage } from './prompt.ts';
 import { interpretResponse, type StoredAssistantMessage, type ToolMessage } from './response.ts';
 import { LEAF_TOOLS } from './tools.ts';
@@ -66,7 +66,7 @@ export interface AgentRunResult {
   error?: string;
 }
 
-type Message = { role: 'system' | 'user'; content: string } | StoredAssistantMessage | ToolMessage;
+export type Message = { role: 'system' | 'user'; content: string } | StoredAssistantMessage | ToolMessage;
 
 // Tool output appended after the last response is not counted by the server yet; estimate it.
 const estimateTokens = (text: string): number => Math.ceil(text.length / 4);
@@ -77,6 +77,15 @@ const estimateTokens = (text: string): number => Math.ceil(text.length / 4);
  * sequential tool execution, and the reference's end conditions and exit reasons.
  */
 export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
+  try {
+    return await runLoop(input);
+  } finally {
+    // Every step is on record by the time the caller sees the outcome.
+    input.trajectory.flush?.();
+  }
+}
+
+async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
   const { budgets, signal } = input;
   const started = Date.now();
   const messages: Message[] = [
@@ -90,6 +99,7 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
   let retries = 0;
   let finalAnswer = '';
 
+  const encoder = new RequestEncoder(input.model, budgets, input.seed);
   const outOfTime = (): boolean => (Date.now() - started) / 1000 >= budgets.maxWallSeconds;
 
   const finish = (exitReason: ExitReason, error?: string): AgentRunResult => {
@@ -132,7 +142,7 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
 
     let outcome;
     try {
-      outcome = await input.client.complete(requestBody(input.model, messages, budgets, input.seed), signal, (r) => {
+      outcome = await input.client.complete(encoder.body(messages), signal, (r) => {
         stepRetries.push(r);
         retries++;
       });
@@ -255,8 +265,51 @@ export async function runAgent(input: AgentRunInput): Promise<AgentRunResult> {
   }
 }
 
+/**
+ * Builds each turn's request and its JSON text. The history only grows, so each message is
+ * serialised once, when it is added, and the text of a turn is the cached prefix plus the new
+ * messages: the same bytes as `JSON.stringify(requestBody(...))` (test/unit/request-encoder.test.ts
+ * holds it to that) without re-encoding the whole conversation every turn.
+ */
+export class RequestEncoder {
+  private readonly head: string;
+  private readonly tail: string;
+  private joined = '';
+  private encoded = 0;
+  private readonly seen: Message[] = [];
+
+  constructor(
+    private readonly model: string,
+    private readonly budgets: AgentBudgets,
+    private readonly seed: number | undefined,
+  ) {
+    const probe = JSON.stringify(requestBody(model, [], budgets, seed));
+    const marker = '"messages":[]';
+    const at = probe.indexOf(marker);
+    this.head = probe.slice(0, at + marker.length - 1);
+    this.tail = probe.slice(at + marker.length - 1);
+  }
+
+  body(messages: Message[]): Record<string, unknown> {
+    // Append-only is the contract; anything else (a test reusing the array) is encoded afresh.
+    const n = this.encoded;
+    const same = messages.length >= n && (n === 0 || (this.seen[0] === messages[0] && this.seen[n - 1] === messages[n - 1]));
+    if (!same) {
+      this.joined = '';
+      this.encoded = 0;
+      this.seen.length = 0;
+    }
+    for (; this.encoded < messages.length; this.encoded++) {
+      const m = messages[this.encoded]!;
+      this.joined += (this.encoded === 0 ? '' : ',') + JSON.stringify(m);
+      this.seen.push(m);
+    }
+    return withJsonText(requestBody(this.model, messages, this.budgets, this.seed), this.head + this.joined + this.tail);
+  }
+}
+
 /** The request exactly as Leaf sends it; the extra sampling fields go as top-level keys. */
-function requestBody(model: string, messages: Message[], budgets: AgentBudgets, seed: number | undefined): Record<string, unknown> {
+export function requestBody(model: string, messages: Message[], budgets: AgentBudgets, seed: number | undefined): Record<string, unknown> {
   return {
     ...(seed !== undefined ? { seed } : {}),
     model,

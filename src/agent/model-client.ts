@@ -1,6 +1,6 @@
-import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletion } from 'openai/resources/chat/completions';
-import { Agent, fetch as undiciFetch } from 'undici';
+import { Agent, fetch as undiciFetch, type Dispatcher } from 'undici';
 import { modelRequest, modelRetried } from '../observability/metrics.ts';
 import { CancelledError, reasonText } from '../sandbox/errors.ts';
 
@@ -54,6 +54,23 @@ export interface ModelClientOptions {
 
 const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
+/**
+ * Request bodies whose JSON text the caller already holds (the agent loop serialises its
+ * append-only history once per message, not once per turn). The text must be exactly
+ * `JSON.stringify(body)`; a body without one is serialised here.
+ */
+const serializedBodies = new WeakMap<object, string>();
+
+export function withJsonText<T extends object>(body: T, text: string): T {
+  serializedBodies.set(body, text);
+  return body;
+}
+
+/** The JSON text sent for `body`. */
+export function jsonText(body: object): string {
+  return serializedBodies.get(body) ?? JSON.stringify(body);
+}
+
 /** The body went past maxResponseBytes; thrown from inside fetch, so the SDK hands it back as a cause. */
 class ResponseTooLargeError extends Error {
   override name = 'ResponseTooLargeError';
@@ -71,6 +88,8 @@ export class ModelClient implements ChatModel {
   private readonly retryBaseMs: number;
   private readonly maxResponseBytes: number;
   private readonly dispatcher: Agent;
+  private readonly chatURL: URL;
+  private readonly chatHeaders: Record<string, string>;
 
   constructor(private readonly options: ModelClientOptions) {
     this.retryBaseMs = options.retryBaseMs ?? 1000;
@@ -89,6 +108,74 @@ export class ModelClient implements ChatModel {
       timeout: options.timeoutMs,
       fetch: (url: string | URL | Request, init?: RequestInit) => this.boundedFetch(url, init),
     });
+    // The same URL the SDK builds for chat.completions.create.
+    const base = options.baseURL;
+    this.chatURL = new URL(base + (base.endsWith('/') ? 'chat/completions' : '/chat/completions'));
+    this.chatHeaders = {
+      accept: 'application/json',
+      'content-type': 'application/json',
+      authorization: `Bearer ${options.apiKey ?? 'no-key'}`,
+      'user-agent': 'lilypad',
+    };
+  }
+
+  /**
+   * One chat-completions attempt straight on the dispatcher. The SDK's fetch path (a web Request, a
+   * web stream for the body, a second Response around the capped body, its JSON re-encoding of the
+   * whole conversation) cost milliseconds per turn, most of the agent loop's own time; the body is
+   * written here in one piece. Failures are the SDK's own error classes, built the way the SDK
+   * builds them, so that classification, retries and messages are unchanged. Like the SDK's, the
+   * timeout covers the whole answer, its body included.
+   */
+  private async postChat(body: Record<string, unknown>, signal: AbortSignal | undefined): Promise<unknown> {
+    if (signal?.aborted) throw new APIUserAbortError();
+    const text = jsonText(body);
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+    }, this.options.timeoutMs);
+    const onAbort = () => controller.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      let res: Dispatcher.ResponseData;
+      let raw: Buffer;
+      try {
+        res = await this.dispatcher.request({
+          origin: this.chatURL.origin,
+          path: this.chatURL.pathname + this.chatURL.search,
+          method: 'POST',
+          headers: this.chatHeaders,
+          body: text,
+          signal: controller.signal,
+        });
+        raw = await readCappedBody(res, this.maxResponseBytes);
+      } catch (err) {
+        if (err instanceof ResponseTooLargeError) throw new APIConnectionError({ message: undefined, cause: err });
+        if (signal?.aborted) throw new APIUserAbortError();
+        const e = err instanceof Error ? err : new Error(String(err));
+        // As the SDK tells a timeout: its own timer, or the dispatcher's headers/body timeouts.
+        if (timedOut || e.name === 'AbortError' || /timed? ?out/i.test(String(e) + (e.cause ? String(e.cause) : ''))) throw new APIConnectionTimeoutError();
+        throw new APIConnectionError({ message: undefined, cause: e });
+      }
+      if (res.statusCode < 200 || res.statusCode >= 300) {
+        const errText = raw.toString('utf8');
+        this.lastErrorBody = errText;
+        const errJSON = safeJSON(errText);
+        throw APIError.generate(res.statusCode, errJSON as object | undefined, errJSON ? undefined : errText, headersOf(res.headers));
+      }
+      if (res.statusCode === 204) return null;
+      const mediaType = firstHeader(res.headers, 'content-type')?.split(';')[0]?.trim();
+      if (mediaType?.includes('application/json') || mediaType?.endsWith('+json')) {
+        if (firstHeader(res.headers, 'content-length') === '0') return undefined;
+        return JSON.parse(raw.toString('utf8')) as unknown;
+      }
+      return raw.toString('utf8');
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    }
   }
 
   /**
@@ -139,10 +226,7 @@ export class ModelClient implements ChatModel {
       this.lastErrorBody = '';
       const requestStarted = performance.now();
       try {
-        const completion = (await this.sdk.chat.completions.create(
-          body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming,
-          signal ? { signal } : {},
-        )) as ChatCompletion;
+        const completion = (await this.postChat(body, signal)) as ChatCompletion;
         if (!completion || !Array.isArray(completion.choices) || completion.choices.length === 0) {
           throw new ModelError(`the model server returned a response without choices: ${JSON.stringify(completion).slice(0, 300)}`);
         }
@@ -179,11 +263,7 @@ type UndiciResponse = Awaited<ReturnType<typeof undiciFetch>>;
 
 /** The body, or ResponseTooLargeError as soon as it (or its announced length) passes `max`. */
 async function readCapped(res: UndiciResponse, max: number): Promise<Buffer> {
-  const tooLarge = () =>
-    new ResponseTooLargeError(
-      `the model server's response is larger than ${formatSize(max)} (LILYPAD_MODEL_MAX_RESPONSE_MB); stopped reading it. ` +
-        'Check the server (a runaway generation, or not a chat-completions endpoint) or raise the limit.',
-    );
+  const tooLarge = () => tooLargeError(max);
   const announced = Number(res.headers.get('content-length') ?? NaN);
   if (announced > max) {
     await res.body?.cancel().catch(() => undefined);
@@ -204,6 +284,54 @@ async function readCapped(res: UndiciResponse, max: number): Promise<Buffer> {
     chunks.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
   }
   return Buffer.concat(chunks, total);
+}
+
+/** readCapped for the dispatcher's own response body. */
+async function readCappedBody(res: Dispatcher.ResponseData, max: number): Promise<Buffer> {
+  if (Number(firstHeader(res.headers, 'content-length') ?? NaN) > max) {
+    res.body.destroy();
+    throw tooLargeError(max);
+  }
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of res.body as AsyncIterable<Buffer>) {
+    total += chunk.length;
+    if (total > max) {
+      res.body.destroy();
+      throw tooLargeError(max);
+    }
+    chunks.push(chunk);
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+}
+
+function firstHeader(raw: Record<string, string | string[] | undefined>, name: string): string | undefined {
+  const value = raw[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function headersOf(raw: Record<string, string | string[] | undefined>): Headers {
+  const headers = new Headers();
+  for (const [key, value] of Object.entries(raw)) {
+    if (Array.isArray(value)) for (const v of value) headers.append(key, v);
+    else if (value !== undefined) headers.append(key, value);
+  }
+  return headers;
+}
+
+function safeJSON(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function tooLargeError(max: number): ResponseTooLargeError {
+  return new ResponseTooLargeError(
+    `the model server's response is larger than ${formatSize(max)} (LILYPAD_MODEL_MAX_RESPONSE_MB); stopped reading it. ` +
+      'Check the server (a runaway generation, or not a chat-completions endpoint) or raise the limit.',
+  );
 }
 
 function formatSize(bytes: number): string {

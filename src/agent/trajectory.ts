@@ -30,6 +30,8 @@ export interface StepRecord {
 
 export interface TrajectorySink {
   write(record: StepRecord): void;
+  /** Writes out at once whatever write() has deferred (the loop calls it before it returns). */
+  flush?(): void;
   close(): Promise<void>;
 }
 
@@ -56,7 +58,28 @@ export class JsonlTrajectory implements TrajectorySink {
   /** Set when writing failed (e.g. ENOSPC); later records are dropped. */
   failed: string | undefined;
 
+  private pending: StepRecord[] = [];
+  private scheduled: NodeJS.Immediate | undefined;
+
+  /**
+   * Redaction, the tee and the file write happen just after the loop has sent its next request,
+   * while the model works on it, instead of between a response and the next request: that was
+   * most of a step's own time. Records keep their order; flush() and close() write the rest.
+   */
   write(record: StepRecord): void {
+    this.pending.push(record);
+    this.scheduled ??= setImmediate(() => this.flush());
+  }
+
+  flush(): void {
+    if (this.scheduled) clearImmediate(this.scheduled);
+    this.scheduled = undefined;
+    const records = this.pending;
+    this.pending = [];
+    for (const record of records) this.writeNow(record);
+  }
+
+  private writeNow(record: StepRecord): void {
     const redacted = this.scanner.redactDeep(record);
     if (this.tee) {
       try {
@@ -70,6 +93,7 @@ export class JsonlTrajectory implements TrajectorySink {
   }
 
   close(): Promise<void> {
+    this.flush();
     if (this.failed || this.stream.destroyed) return Promise.resolve();
     return new Promise((resolve) => this.stream.end(resolve));
   }

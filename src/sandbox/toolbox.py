@@ -384,6 +384,21 @@ def run_process(argv, timeout, keep_chars, cwd, env_extra=None):
     else:
         remaining = max(0.0, deadline - time.monotonic())
         try:
+            # The pipes close a moment before the process is reapable, and Popen.wait(timeout)
+            # then sleeps 1 ms, 2 ms, ... between polls: that doubled a short Bash call. A pidfd
+            # says at once when it has exited; the polling wait stays the fallback and the reaper.
+            try:
+                pidfd = os.pidfd_open(proc.pid)
+            except (AttributeError, OSError):
+                pidfd = None
+            if pidfd is not None:
+                try:
+                    with selectors.DefaultSelector() as exited:
+                        exited.register(pidfd, selectors.EVENT_READ)
+                        exited.select(remaining)
+                finally:
+                    os.close(pidfd)
+                remaining = max(0.0, deadline - time.monotonic())
             proc.wait(timeout=remaining)
         except subprocess.TimeoutExpired:
             timed_out = True
