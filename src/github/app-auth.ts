@@ -3,6 +3,7 @@ import { throttling } from '@octokit/plugin-throttling';
 import { Octokit } from '@octokit/rest';
 import { Probot, ProbotOctokit } from 'probot';
 import type { Logger } from '../observability/logger.ts';
+import type { InstallationClient } from './client.ts';
 
 export interface GitHubEndpoints {
   /** REST base, e.g. https://api.github.com or https://ghe.example.com/api/v3 */
@@ -118,9 +119,10 @@ export class GitHubApp {
    * minutes left, so a client used late in a long job (or against a server with short-lived
    * tokens) never sends a dead one.
    */
-  async installation(installationId: number): Promise<ProbotOctokit> {
+  async installation(installationId: number): Promise<InstallationClient> {
     // Token requests go to the configured server, never to a default host.
     const request = new Octokit({ baseUrl: this.opts.endpoints.apiUrl }).request;
+    // Probot's Octokit and @octokit/rest's share `request`; the one typed view of it is GitHubClient.
     return new ProbotOctokit({
       baseUrl: this.opts.endpoints.apiUrl,
       log: quietLog,

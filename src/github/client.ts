@@ -1,7 +1,11 @@
 import type { Octokit } from '@octokit/rest';
+import type { ProbotOctokit } from 'probot';
 
 /** The one thing Lilypad needs from an Octokit: `request`. Probot's and @octokit/rest's both fit. */
 export type GitHubClient = Pick<Octokit, 'request'>;
+
+/** An installation's client: `request`, plus Probot's `config` (the repository config with org `.github` fallback and `_extends`). */
+export type InstallationClient = GitHubClient & Pick<ProbotOctokit, 'config'>;
 
 export interface IssueRef {
   owner: string;

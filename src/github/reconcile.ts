@@ -49,7 +49,7 @@ export async function reconcileMissedTriggers(deps: ReconcileDeps): Promise<Reco
       summary.installations++;
       const account = inst.account as { login?: string; type?: string } | null;
       if (!account?.login) continue;
-      const octokit = (await deps.github.installation(inst.id)) as unknown as GitHubClient;
+      const octokit = await deps.github.installation(inst.id);
       const qualifier = account.type === 'Organization' ? 'org' : 'user';
       const found = await octokit.request('GET /search/issues', {
         q: `is:issue is:open label:"${DEFAULT_TRIGGER_LABEL}" ${qualifier}:${account.login}`,

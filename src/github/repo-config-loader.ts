@@ -1,4 +1,4 @@
-import type { ProbotOctokit } from 'probot';
+import type { InstallationClient } from './client.ts';
 import { parseRepoConfig, type RepoConfigResult } from '../config/repo-config.ts';
 
 export const CONFIG_PATH = '.github/lilypad.yml';
@@ -7,7 +7,7 @@ export const CONFIG_PATH = '.github/lilypad.yml';
  * Reads `.github/lilypad.yml` from the repository, falling back to the organisation's `.github`
  * repository (and following `_extends`), as Probot's `context.config` does; then validates it.
  */
-export async function loadRepoConfig(octokit: ProbotOctokit, owner: string, repo: string): Promise<RepoConfigResult> {
+export async function loadRepoConfig(octokit: InstallationClient, owner: string, repo: string): Promise<RepoConfigResult> {
   let files: Array<{ owner: string; repo: string; path: string; config: unknown }>;
   try {
     ({ files } = (await octokit.config.get({ owner, repo, path: CONFIG_PATH })) as unknown as { files: typeof files });

@@ -13,6 +13,7 @@ import { runInSandbox } from './phases/sandbox.ts';
 import { validateFollowup, type FollowupTarget } from './phases/validate.ts';
 import { prepareWorkspace } from './phases/workspace.ts';
 import { buildReviewTask } from './review-task.ts';
+import type { FollowupRunJob } from '../queue/jobs.ts';
 
 /**
  * A follow-up job: Lilypad revises its own pull request after review. The same spine as an issue
@@ -20,7 +21,7 @@ import { buildReviewTask } from './review-task.ts';
  * the review feedback as the task; the new commit goes on top of the head, never forced. If the
  * head moves while it runs, it runs once more on the new head, then reports.
  */
-export async function runFollowupJob(ctx: JobContext, jobId: string): Promise<RunJobOutcome> {
+export async function runFollowupJob(ctx: JobContext<FollowupRunJob>, jobId: string): Promise<RunJobOutcome> {
   const { deps, job } = ctx;
   try {
     const requests = await takeRequests(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job, jobId);
@@ -47,7 +48,7 @@ export async function runFollowupJob(ctx: JobContext, jobId: string): Promise<Ru
   }
 }
 
-async function revise(ctx: JobContext, config: RepoConfig, target: FollowupTarget, requests: FollowupRequest[]): Promise<RunJobOutcome> {
+async function revise(ctx: JobContext<FollowupRunJob>, config: RepoConfig, target: FollowupTarget, requests: FollowupRequest[]): Promise<RunJobOutcome> {
   const { deps, job } = ctx;
   await ctx.status.phase({ state: 'running', step: 0, phase: 'reading the review and preparing the sandbox' });
   const ws = await prepareWorkspace(ctx, target.headRef);
@@ -57,7 +58,7 @@ async function revise(ctx: JobContext, config: RepoConfig, target: FollowupTarge
     fetchReviewFeedback(client, {
       owner: job.owner,
       repo: job.repo,
-      pullNumber: job.pullNumber!,
+      pullNumber: job.pullNumber,
       since: { sha: target.record.lastSha },
       botLogin: await deps.github.botLogin(),
       allowBots: config.allow_bots,
@@ -87,8 +88,8 @@ async function revise(ctx: JobContext, config: RepoConfig, target: FollowupTarge
   const sha = change.headSha!;
   const commitUrl = `${ws.htmlUrl}/commit/${sha}`;
   const trigger = requests.map((r) => `${r.trigger === 'review' ? 'review' : '`/lilypad`'} by @${r.by}`).filter((v, i, a) => a.indexOf(v) === i).join(', ');
-  const record = await addRevision(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, job.pullNumber!, { issueNumber: target.record.issueNumber, branch: target.headRef, pinned: target.record.pinned }, revisionOf(run, sha, trigger));
-  await rewriteRevisions(ctx, job.pullNumber!, record.revisions, ws.htmlUrl).catch((err: unknown) => ctx.log.warn({ err: (err as Error).message }, 'could not update the Revisions table'));
+  const record = await addRevision(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, job.pullNumber, { issueNumber: target.record.issueNumber, branch: target.headRef, pinned: target.record.pinned }, revisionOf(run, sha, trigger));
+  await rewriteRevisions(ctx, job.pullNumber, record.revisions, ws.htmlUrl).catch((err: unknown) => ctx.log.warn({ err: (err as Error).message }, 'could not update the Revisions table'));
   const replied = await replyInThreads(ctx, await ctx.tokens.rest(), task.addressed.threads, sha, commitUrl, agent.finalAnswer);
   const incomplete = BUDGET_EXITS.has(agent.exitReason);
   const cut = task.cut.threads + task.cut.conversation + task.cut.reviews;
@@ -101,8 +102,8 @@ async function revise(ctx: JobContext, config: RepoConfig, target: FollowupTarge
     threads: replied,
     ...(cut > 0 ? { note: `${cut} older item(s) of feedback did not fit the model's budget and were left out.` } : {}),
   });
-  deps.recorder.finish({ outcome: 'pull_request', exitReason: agent.exitReason, diff: patch, pr: { number: job.pullNumber!, url: `${ws.htmlUrl}/pull/${job.pullNumber}` } });
-  return { result: 'revised', number: job.pullNumber!, sha, incomplete };
+  deps.recorder.finish({ outcome: 'pull_request', exitReason: agent.exitReason, diff: patch, pr: { number: job.pullNumber, url: `${ws.htmlUrl}/pull/${job.pullNumber}` } });
+  return { result: 'revised', number: job.pullNumber, sha, incomplete };
 }
 
 /**

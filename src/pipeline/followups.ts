@@ -4,7 +4,7 @@ import type { GitHubClient, IssueRef } from '../github/client.ts';
 import { replyOnce } from '../github/replies.ts';
 import type { StatusComments } from '../github/status-comment.ts';
 import type { CancelBus } from '../queue/cancel-bus.ts';
-import { followupJobId, type RunJob } from '../queue/jobs.ts';
+import { followupJobId, type FollowupRunJob, type RunJob } from '../queue/jobs.ts';
 import { withRedisLock } from '../queue/redis-lock.ts';
 import { isLive, type RunQueue } from '../queue/run-queue.ts';
 import { parseStoredList } from '../queue/stored-json.ts';
@@ -98,8 +98,8 @@ export async function followupEnded(deps: FollowupDeps, client: GitHubClient, ta
  * The requests this run works on: taken from the waiting list once, and kept under the job's id so
  * that a retry of the same job (an infrastructure failure) works on the same ones.
  */
-export async function takeRequests(redis: Redis, prefix: string, job: RunJob, jobId: string): Promise<FollowupRequest[]> {
-  const k = followupKeys(prefix, job.repoId, job.pullNumber!);
+export async function takeRequests(redis: Redis, prefix: string, job: FollowupRunJob, jobId: string): Promise<FollowupRequest[]> {
+  const k = followupKeys(prefix, job.repoId, job.pullNumber);
   const taken = (await redis.eval(TAKE, 2, k.pending, takenKey(prefix, jobId), TTL_S)) as string[];
   return parseRequests(taken);
 }
@@ -127,7 +127,7 @@ export async function cancelFollowups(deps: FollowupDeps, client: GitHubClient, 
       const data = await deps.runs.data(current);
       if (await deps.runs.remove(current)) {
         await deps.redis.del(k.current);
-        if (data?.statusSlot) await deps.status.set(client, prRef(target), { state: 'cancelled', by, why }, data.triggeredBy, data.statusSlot);
+        if (data?.kind === 'followup' && data.statusSlot) await deps.status.set(client, prRef(target), { state: 'cancelled', by, why }, data.triggeredBy, data.statusSlot);
         return `removed waiting follow-up ${current}`;
       }
     }

@@ -52,8 +52,8 @@ export type RunJobOutcome =
   | { result: 'cancelled' };
 
 /** One job's context, shared by its phases. */
-export interface JobContext {
-  job: RunJob;
+export interface JobContext<J extends RunJob = RunJob> {
+  job: J;
   deps: JobDeps;
   signal: AbortSignal;
   runId: string;
@@ -70,7 +70,7 @@ export interface JobContext {
   cleanups: Array<() => Promise<unknown>>;
 }
 
-export function createJobContext(job: RunJob, deps: JobDeps, signal: AbortSignal, runId: string, status: RunStatus, tokens: RepoTokens, ref: IssueRef): JobContext {
+export function createJobContext<J extends RunJob>(job: J, deps: JobDeps, signal: AbortSignal, runId: string, status: RunStatus, tokens: RepoTokens, ref: IssueRef): JobContext<J> {
   const log = deps.logger.child({ runId, [job.kind === 'followup' ? 'pull' : 'issue']: `${job.owner}/${job.repo}#${ref.issueNumber}` });
   const baseScanner = new SecretScanner([deps.env.OPENAI_API_KEY, deps.env.WEBHOOK_SECRET, deps.github.opts.privateKey]);
   return {

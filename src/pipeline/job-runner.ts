@@ -6,7 +6,7 @@ import { jobFinished } from '../observability/metrics.ts';
 import type { RunStore } from '../observability/run-store.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import { parseCancelRequest, type CancelBus, type CancelRequest } from '../queue/cancel-bus.ts';
-import { finishingKey, type RunJob } from '../queue/jobs.ts';
+import { finishingKey, reportedNumber, type RunJob } from '../queue/jobs.ts';
 import type { RunQueue } from '../queue/run-queue.ts';
 import { runLinkFor } from '../web/urls.ts';
 import { classifyFailure } from './failures.ts';
@@ -69,14 +69,14 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
   const prefix = env.LILYPAD_QUEUE_PREFIX;
   const started = Date.now();
   const log = deps.logger.child({ job: run.id, attempt: run.attempt });
-  const ref: IssueRef = { owner: data.owner, repo: data.repo, issueNumber: data.kind === 'followup' ? data.pullNumber! : data.issueNumber };
+  const ref: IssueRef = { owner: data.owner, repo: data.repo, issueNumber: reportedNumber(data) };
   // Tokens for this one repository, minted afresh whenever the one in hand is close to expiring.
   const tokens = new RepoTokens(deps.github, data.installationId, data.repo);
   const runId = `${run.id}-${Date.now().toString(36)}`;
   const runUrl = runLinkFor(env, runId);
   const status = new RunStatus({
     comments: deps.status,
-    client: async () => (await deps.github.installation(data.installationId)) as unknown as GitHubClient,
+    client: async () => await deps.github.installation(data.installationId),
     freshClient: () => tokens.rest(),
     // A trigger that arrives between this final status and the queue marking the job completed is a
     // re-run, not a duplicate: the trigger logic waits for the job to finish when it sees this.
@@ -84,7 +84,7 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
     ref,
     triggeredBy: data.triggeredBy,
     log,
-    ...(data.statusSlot ? { slot: data.statusSlot } : {}),
+    ...(data.kind === 'followup' && data.statusSlot ? { slot: data.statusSlot } : {}),
     ...(runUrl ? { runUrl } : {}),
   });
 
@@ -118,8 +118,8 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
   }, 5000);
   let settled = true;
   try {
-    const ctx = createJobContext(data, { ...deps, logger: log, deadlineAt, holdsJob: () => run.holdsJob(), recorder }, run.signal, runId, status, tokens, ref);
-    const outcome = data.kind === 'followup' ? await runFollowupJob(ctx, run.id) : await runIssueJob(ctx);
+    const context = <J extends RunJob>(job: J) => createJobContext(job, { ...deps, logger: log, deadlineAt, holdsJob: () => run.holdsJob(), recorder }, run.signal, runId, status, tokens, ref);
+    const outcome = data.kind === 'followup' ? await runFollowupJob(context(data), run.id) : await runIssueJob(context(data));
     log.info({ outcome }, 'job finished');
     finished(outcome.result);
     return outcome;
@@ -185,8 +185,8 @@ function toQueueError(verdict: Verdict, err: unknown): Error {
 async function afterFollowup(run: QueuedRun, deps: RunnerDeps): Promise<void> {
   const data = run.data;
   if (data.kind !== 'followup') return;
-  const target: FollowupTarget = { installationId: data.installationId, repoId: data.repoId, owner: data.owner, repo: data.repo, pullNumber: data.pullNumber!, issueNumber: data.issueNumber };
-  const client = (await deps.github.installation(data.installationId)) as unknown as GitHubClient;
+  const target: FollowupTarget = { installationId: data.installationId, repoId: data.repoId, owner: data.owner, repo: data.repo, pullNumber: data.pullNumber, issueNumber: data.issueNumber };
+  const client = await deps.github.installation(data.installationId);
   await followupEnded({ redis: deps.redis, prefix: deps.env.LILYPAD_QUEUE_PREFIX, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus }, client, target, run.id).catch((err: unknown) =>
     deps.logger.error({ err: (err as Error).message, job: run.id }, 'could not queue the next follow-up'),
   );

@@ -64,7 +64,7 @@ export function intentOf(evt: EventJob, triggerLabel: string): Intent {
 export async function handleEvent(evt: EventJob, deps: TriggerDeps): Promise<string> {
   const ref: IssueRef = { owner: evt.owner, repo: evt.repo, issueNumber: evt.issueNumber };
   const installation = await deps.github.installation(evt.installationId);
-  const octokit = installation as unknown as GitHubClient;
+  const octokit: GitHubClient = installation;
   const jobId = runJobId(evt.repoId, evt.issueNumber);
 
   // An issue closed needs no permission check: a job for a closed issue is stale anyway.

@@ -58,17 +58,9 @@ export function textDigest(title: string, body: string | null | undefined): stri
 export const issueEditSchema = z.object({ login: z.string(), writer: z.boolean(), at: z.string() });
 export type IssueEdit = z.infer<typeof issueEditSchema>;
 
-/** The work on one issue. One job per issue at a time (deterministic id). */
-export const runJobSchema = z.object({
+/** What every run job holds: where, who and what started it, and the text pinned then. */
+const runJobBase = {
   ...issueRef,
-  /**
-   * issue: a labelled issue becomes a pull request. followup: Lilypad revises its own pull request
-   * (`pullNumber`) after review; its requests wait in Redis (see pipeline/followups.ts).
-   */
-  kind: z.enum(['issue', 'followup']).default('issue'),
-  pullNumber: z.number().int().positive().optional(),
-  /** followup: the status reply this run edits (one per follow-up run). */
-  statusSlot: z.string().optional(),
   triggeredBy: z.string().min(1),
   trigger: z.enum(['label', 'comment', 'review', 'review_comment']),
   label: z.string(),
@@ -79,9 +71,31 @@ export const runJobSchema = z.object({
    * edit: whoever can open an issue could otherwise rewrite what a maintainer approved.
    */
   pinned: pinnedTextSchema.optional(),
-});
+};
+
+/** A labelled issue becomes a pull request. One job per issue at a time (deterministic id). */
+const issueRunJobSchema = z.object({ ...runJobBase, kind: z.literal('issue') });
+
+/**
+ * Lilypad revises its own pull request `pullNumber` after review; its requests wait in Redis
+ * (see pipeline/followups.ts). `statusSlot` names the status reply this run edits.
+ */
+const followupRunJobSchema = z.object({ ...runJobBase, kind: z.literal('followup'), pullNumber: z.number().int().positive(), statusSlot: z.string().optional() });
+
+/** The work on one issue or pull request. Job data without a kind (queued by older versions) is an issue job. */
+export const runJobSchema = z.preprocess(
+  (v) => (v !== null && typeof v === 'object' && !('kind' in v) ? { ...v, kind: 'issue' } : v),
+  z.discriminatedUnion('kind', [issueRunJobSchema, followupRunJobSchema]),
+);
 export type RunJob = z.infer<typeof runJobSchema>;
-export type RunJobInput = z.input<typeof runJobSchema>;
+export type IssueRunJob = z.infer<typeof issueRunJobSchema>;
+export type FollowupRunJob = z.infer<typeof followupRunJobSchema>;
+export type RunJobInput = z.input<typeof issueRunJobSchema> | z.input<typeof followupRunJobSchema>;
+
+/** The issue or pull request a run job reports on (its status comment lives there). */
+export function reportedNumber(job: RunJob): number {
+  return job.kind === 'followup' ? job.pullNumber : job.issueNumber;
+}
 
 export const eventJobId = (deliveryId: string): string => `evt-${deliveryId.replace(/:/g, '_')}`;
 /** Numeric repository id: stable across renames and free of separators. */

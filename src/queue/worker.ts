@@ -21,7 +21,7 @@ import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
 import { CancelBus, type CancelRequest } from './cancel-bus.ts';
 import { LABEL_INSTANCE, LABEL_JOB, LABEL_PREFIX, startHeartbeat, sweepDeadInstances, sweepOwnLeftovers } from './heartbeat.ts';
 import { EgressProxy, parseEgressPolicy, parsePrivateAllow } from '../sandbox/egress.ts';
-import { EVENTS_QUEUE, RUNS_QUEUE, eventJobSchema, runJobSchema, type EventJob, type RunJob } from './jobs.ts';
+import { EVENTS_QUEUE, RUNS_QUEUE, eventJobSchema, reportedNumber, runJobSchema, type EventJob, type RunJob } from './jobs.ts';
 import { createRedis } from './redis.ts';
 import { bullRunQueue } from './run-queue.ts';
 
@@ -224,11 +224,11 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
     const parsed = runJobSchema.safeParse(job.data);
     if (!parsed.success) return;
     const data = parsed.data;
-    const issueNumber = data.kind === 'followup' ? data.pullNumber! : data.issueNumber;
+    const issueNumber = reportedNumber(data);
     void opts.github
       .installation(data.installationId)
       .then((client) =>
-        status.set(client as unknown as GitHubClient, { owner: data.owner, repo: data.repo, issueNumber }, { state: 'failed', what: 'the workers running this job stopped unexpectedly several times.', todo: 'ask the Lilypad administrator to check the workers (memory, restarts), then run Lilypad again.' }, data.triggeredBy, data.statusSlot),
+        status.set(client, { owner: data.owner, repo: data.repo, issueNumber }, { state: 'failed', what: 'the workers running this job stopped unexpectedly several times.', todo: 'ask the Lilypad administrator to check the workers (memory, restarts), then run Lilypad again.' }, data.triggeredBy, data.kind === 'followup' ? data.statusSlot : undefined),
       )
       .catch((e: unknown) => logger.error({ err: (e as Error).message }, 'status update failed'));
   });

@@ -5,6 +5,7 @@ import type { AddressedThread } from '../review-task.ts';
 import type { JobContext, RunJobOutcome } from '../job-context.ts';
 import { addRevision, type PrRecord } from '../pr-record.ts';
 import type { Published } from '../publish-change.ts';
+import type { FollowupRunJob } from '../../queue/jobs.ts';
 
 /**
  * Phase 6, report: the final status (through the run's one status writer), the pull request's
@@ -42,13 +43,13 @@ export async function rewriteRevisions(ctx: JobContext, pullNumber: number, revi
 }
 
 /** One reply per addressed review thread: what was done, and the commit. Best effort, each on its own. */
-export async function replyInThreads(ctx: JobContext, client: GitHubClient, threads: readonly AddressedThread[], sha: string, commitUrl: string, summary: string): Promise<number> {
+export async function replyInThreads(ctx: JobContext<FollowupRunJob>, client: GitHubClient, threads: readonly AddressedThread[], sha: string, commitUrl: string, summary: string): Promise<number> {
   const line = quoteUntrusted(ctx.scanner().redact(summary)).split('\n').find((l) => l.trim()) ?? '';
   const text = `**Lilypad** · addressed in [\`${sha.slice(0, 7)}\`](${commitUrl})${line ? `: ${line.slice(0, 200)}` : '.'}`;
   let replied = 0;
   for (const t of threads) {
     await client
-      .request('POST /repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies', { owner: ctx.job.owner, repo: ctx.job.repo, pull_number: ctx.job.pullNumber!, comment_id: t.replyToCommentId, body: text })
+      .request('POST /repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies', { owner: ctx.job.owner, repo: ctx.job.repo, pull_number: ctx.job.pullNumber, comment_id: t.replyToCommentId, body: text })
       .then(() => replied++)
       .catch((err: unknown) => ctx.log.warn({ err: (err as Error).message, thread: t.id }, 'could not reply in a review thread'));
   }

@@ -1,12 +1,11 @@
-import type { ProbotOctokit } from 'probot';
 import type { RepoConfig } from '../../config/repo-config.ts';
-import type { GitHubClient, IssueRef } from '../../github/client.ts';
+import type { GitHubClient, InstallationClient, IssueRef } from '../../github/client.ts';
 import { z } from 'zod';
 import { lastIssueEdit } from '../../github/issue-edits.ts';
 import { hasWriteAccess } from '../../github/permissions.ts';
 import { parseStored } from '../../queue/stored-json.ts';
 import { loadRepoConfig } from '../../github/repo-config-loader.ts';
-import { editsKey, runJobId, textDigest } from '../../queue/jobs.ts';
+import { editsKey, runJobId, textDigest, type FollowupRunJob } from '../../queue/jobs.ts';
 import { UserError } from '../failures.ts';
 import type { JobContext } from '../job-context.ts';
 import { readPrRecord, type PrRecord } from '../pr-record.ts';
@@ -18,11 +17,11 @@ import { keys } from '../../store/keys.ts';
  * valid. Issue jobs: issue open, label present, permission, text as pinned. Follow-ups: the pull
  * request is open and still Lilypad's, and whoever asked may still write.
  */
-export async function validateIssueJob(ctx: JobContext): Promise<{ text: IssueText; config: RepoConfig; installation: ProbotOctokit }> {
+export async function validateIssueJob(ctx: JobContext): Promise<{ text: IssueText; config: RepoConfig; installation: InstallationClient }> {
   const installation = await ctx.deps.github.installation(ctx.job.installationId);
-  const text = await ctx.step('validate', () => validateTrigger(installation as unknown as GitHubClient, ctx.job, () => recordedEdits(ctx)));
+  const text = await ctx.step('validate', () => validateTrigger(installation, ctx.job, () => recordedEdits(ctx)));
   const config = await ctx.step('config', () => loadConfigOrFail(installation, ctx.ref));
-  await ctx.step('last_edit', () => checkLastEditor(ctx, installation as unknown as GitHubClient, config));
+  await ctx.step('last_edit', () => checkLastEditor(ctx, installation, config));
   return { text, config, installation };
 }
 
@@ -71,14 +70,14 @@ export interface FollowupTarget {
   baseRef: string;
 }
 
-export async function validateFollowup(ctx: JobContext): Promise<{ target: FollowupTarget; config: RepoConfig; installation: ProbotOctokit }> {
+export async function validateFollowup(ctx: JobContext<FollowupRunJob>): Promise<{ target: FollowupTarget; config: RepoConfig; installation: InstallationClient }> {
   const { job, deps } = ctx;
   const installation = await deps.github.installation(job.installationId);
   const target = await ctx.step('validate', async () => {
     const client = await ctx.tokens.rest();
-    const pr = (await client.request('GET /repos/{owner}/{repo}/pulls/{pull_number}', { owner: job.owner, repo: job.repo, pull_number: job.pullNumber! })).data;
+    const pr = (await client.request('GET /repos/{owner}/{repo}/pulls/{pull_number}', { owner: job.owner, repo: job.repo, pull_number: job.pullNumber })).data;
     if (pr.state !== 'open') throw new StaleTriggerError('the pull request was closed before the follow-up started.');
-    const record = await readPrRecord(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, job.pullNumber!);
+    const record = await readPrRecord(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, job.pullNumber);
     if (!record || record.branch !== pr.head.ref || pr.head.repo?.id !== job.repoId) {
       throw new StaleTriggerError(`this pull request's branch (\`${pr.head.ref}\`) is not one Lilypad keeps, so it does not revise it.`);
     }
@@ -103,7 +102,7 @@ async function recordedEdits(ctx: JobContext) {
   return parseEdits(await ctx.deps.redis.lrange(key, 0, -1));
 }
 
-async function loadConfigOrFail(octokit: ProbotOctokit, ref: IssueRef): Promise<RepoConfig> {
+async function loadConfigOrFail(octokit: InstallationClient, ref: IssueRef): Promise<RepoConfig> {
   const res = await loadRepoConfig(octokit, ref.owner, ref.repo);
   if (!res.ok) {
     throw new UserError(
