@@ -1,32 +1,42 @@
 #!/usr/bin/env bash
-# Builds Lilypad's images (run as `npm run images`): the sandbox, then the
-# egress proxy that setup commands reach the network through.
+# Builds Lilypad's images (run as `npm run images`): the sandbox, the egress
+# proxy that setup commands reach the network through, and the private Redis.
 #
-#   bash docker/build-images.sh [--if-missing] [--verbose]
+#   bash docker/build-images.sh [--if-missing] [--node-base] [--verbose]
 #
 #   --if-missing  build only the images whose tag does not exist yet
+#   --node-base   also build lilypad-node:20 (Debian plus this machine's node,
+#                 npm and local CA certificates), a NODE_IMAGE for
+#                 docker/app.Dockerfile where node:20-bookworm-slim cannot
+#                 be pulled
 #   --verbose     stream the output of docker/debootstrap instead of keeping
 #                 it in a log file (the log's tail is printed on failure)
 #
 # Environment:
 #   LILYPAD_SANDBOX_IMAGE  sandbox tag to build (default lilypad-sandbox:latest)
 #   LILYPAD_EGRESS_IMAGE   egress proxy tag to build (default lilypad-egress:latest)
+#   LILYPAD_REDIS_IMAGE    private Redis tag to build (default lilypad-redis:latest)
+#   LILYPAD_BASE_IMAGE     Debian 12 base of them all (default debian:bookworm-slim)
 #
-# Both images are built FROM debian:bookworm-slim. When that base image
+# The images are built FROM $LILYPAD_BASE_IMAGE. When that base image
 # is not present locally it is pulled; when pulling fails (a machine with no
 # image registry) and debootstrap is installed, an equivalent minimal Debian
 # 12 root filesystem is made from Debian packages and imported under the
 # same tag. That needs root and access to a Debian package mirror.
 set -euo pipefail
 
-readonly BASE_IMAGE="debian:bookworm-slim"
+readonly BASE_IMAGE="${LILYPAD_BASE_IMAGE:-debian:bookworm-slim}"
 readonly SANDBOX_IMAGE="${LILYPAD_SANDBOX_IMAGE:-lilypad-sandbox:latest}"
 readonly EGRESS_IMAGE="${LILYPAD_EGRESS_IMAGE:-lilypad-egress:latest}"
+readonly REDIS_IMAGE="${LILYPAD_REDIS_IMAGE:-lilypad-redis:latest}"
+readonly NODE_BASE_IMAGE="lilypad-node:20"
 readonly PROJECT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly PULL_TIMEOUT_S=300
 
 IF_MISSING=0
+NODE_BASE=0
 VERBOSE=0
+NODE_CONTEXT=""
 STARTED_AT=$SECONDS
 PHASE_AT=$SECONDS
 ROOTFS=""
@@ -45,7 +55,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # Runs a command with its output kept in $LOGFILE (or streamed with
@@ -97,6 +107,10 @@ cleanup() {
   if [[ -n $ROOTFS ]]; then
     remove_rootfs "$ROOTFS"
     ROOTFS=""
+  fi
+  if [[ -n $NODE_CONTEXT ]]; then
+    rm -rf "$NODE_CONTEXT"
+    NODE_CONTEXT=""
   fi
 }
 trap cleanup EXIT
@@ -184,6 +198,7 @@ build_sandbox_image() {
   # folder rather than the whole tree (node_modules included).
   run_logged docker build \
     --file docker/sandbox.Dockerfile \
+    --build-arg "BASE_IMAGE=$BASE_IMAGE" \
     --tag "$SANDBOX_IMAGE" \
     docker \
     || die "docker build of $SANDBOX_IMAGE failed"
@@ -194,16 +209,80 @@ build_egress_image() {
   # Context docker/ as for the sandbox: the Dockerfile copies docker/egress/.
   run_logged docker build \
     --file docker/egress.Dockerfile \
+    --build-arg "BASE_IMAGE=$BASE_IMAGE" \
     --tag "$EGRESS_IMAGE" \
     docker \
     || die "docker build of $EGRESS_IMAGE failed"
   phase_done "egress: built $EGRESS_IMAGE ($(image_size_mb "$EGRESS_IMAGE"))"
 }
 
+build_redis_image() {
+  # Context docker/ as for the others: the Dockerfile copies docker/redis/.
+  run_logged docker build \
+    --file docker/redis.Dockerfile \
+    --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+    --tag "$REDIS_IMAGE" \
+    docker \
+    || die "docker build of $REDIS_IMAGE failed"
+  phase_done "redis: built $REDIS_IMAGE ($(image_size_mb "$REDIS_IMAGE"))"
+}
+
+# The node binary and npm of this machine, if they can run in a Debian 12
+# container of the engine's architecture and are new enough for Lilypad.
+host_node_problem() {
+  local node version arch
+  node="$(command -v node 2>/dev/null)" || { echo "node is not on PATH"; return; }
+  node="$(readlink -f "$node")"
+  [[ $(node -p process.platform) == linux ]] || { echo "$node is not a Linux build"; return; }
+  arch="$(node -p process.arch)"
+  case "$(docker version --format '{{.Server.Arch}}' 2>/dev/null)" in
+    amd64) [[ $arch == x64 ]] || { echo "node is $arch, the engine amd64"; return; } ;;
+    arm64) [[ $arch == arm64 ]] || { echo "node is $arch, the engine arm64"; return; } ;;
+  esac
+  version="$(node -p 'process.versions.node')"
+  node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 18) ? 0 : 1)' \
+    || { echo "node is $version; Lilypad needs >= 20.18"; return; }
+  [[ -f $(npm_dir)/bin/npm-cli.js ]] || { echo "npm's package folder was not found next to $node"; return; }
+}
+
+npm_dir() {
+  local npm
+  npm="$(readlink -f "$(command -v npm 2>/dev/null || echo /nonexistent)")"
+  # .../lib/node_modules/npm/bin/npm-cli.js -> .../lib/node_modules/npm
+  dirname "$(dirname "$npm")"
+}
+
+build_node_base_image() {
+  local problem
+  problem="$(host_node_problem)"
+  if [[ -n $problem ]]; then
+    die "cannot build $NODE_BASE_IMAGE from this machine's node: $problem. Install Node.js >= 20.18
+    (Linux, the engine's architecture) with npm, or pull node:20-bookworm-slim and leave
+    LILYPAD_NODE_IMAGE unset."
+  fi
+  NODE_CONTEXT="$(mktemp -d "${TMPDIR:-/tmp}/lilypad-node.XXXXXX")"
+  cp "$(readlink -f "$(command -v node)")" "$NODE_CONTEXT/node"
+  cp -a "$(npm_dir)" "$NODE_CONTEXT/npm"
+  mkdir "$NODE_CONTEXT/local-ca"
+  if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+    cp /usr/local/share/ca-certificates/*.crt "$NODE_CONTEXT/local-ca/"
+  fi
+  cp docker/node-base.Dockerfile "$NODE_CONTEXT/Dockerfile"
+  run_logged docker build \
+    --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+    --tag "$NODE_BASE_IMAGE" \
+    "$NODE_CONTEXT" \
+    || die "docker build of $NODE_BASE_IMAGE failed"
+  rm -rf "$NODE_CONTEXT"
+  NODE_CONTEXT=""
+  phase_done "node base: built $NODE_BASE_IMAGE with node $(node --version) ($(image_size_mb "$NODE_BASE_IMAGE"))"
+}
+
 main() {
   while (($#)); do
     case $1 in
       --if-missing) IF_MISSING=1 ;;
+      --node-base) NODE_BASE=1 ;;
       -v | --verbose) VERBOSE=1 ;;
       -h | --help) usage; exit 0 ;;
       *) usage >&2; die "unknown argument: $1" ;;
@@ -218,7 +297,7 @@ main() {
     || die "the Docker engine does not answer (docker info failed); start dockerd first"
   phase_done "engine: Docker $(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?') answers"
 
-  local want_sandbox=1 want_egress=1
+  local want_sandbox=1 want_egress=1 want_redis=1 want_node=$NODE_BASE
   if ((IF_MISSING)) && image_exists "$SANDBOX_IMAGE"; then
     want_sandbox=0
     phase_done "sandbox: $SANDBOX_IMAGE already present, not rebuilt (--if-missing)"
@@ -227,7 +306,15 @@ main() {
     want_egress=0
     phase_done "egress: $EGRESS_IMAGE already present, not rebuilt (--if-missing)"
   fi
-  if ((want_sandbox == 0 && want_egress == 0)); then
+  if ((IF_MISSING)) && image_exists "$REDIS_IMAGE"; then
+    want_redis=0
+    phase_done "redis: $REDIS_IMAGE already present, not rebuilt (--if-missing)"
+  fi
+  if ((IF_MISSING && want_node)) && image_exists "$NODE_BASE_IMAGE"; then
+    want_node=0
+    phase_done "node base: $NODE_BASE_IMAGE already present, not rebuilt (--if-missing)"
+  fi
+  if ((want_sandbox == 0 && want_egress == 0 && want_redis == 0 && want_node == 0)); then
     printf '[images] %4ds  done, nothing to do\n' "$((SECONDS - STARTED_AT))"
     return 0
   fi
@@ -238,6 +325,12 @@ main() {
   fi
   if ((want_egress)); then
     build_egress_image
+  fi
+  if ((want_redis)); then
+    build_redis_image
+  fi
+  if ((want_node)); then
+    build_node_base_image
   fi
 
   if [[ -n $LOGFILE ]]; then

@@ -6,7 +6,8 @@
 # comes from Lilypad in the container's environment; the entrypoint writes it
 # to a tmpfs and starts Squid in the foreground as the unprivileged `proxy`
 # user, so the container needs no capabilities and can keep a read-only root.
-FROM debian:bookworm-slim
+ARG BASE_IMAGE=debian:bookworm-slim
+FROM ${BASE_IMAGE}
 
 LABEL org.opencontainers.image.title=lilypad-egress
 

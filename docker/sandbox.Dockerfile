@@ -5,7 +5,8 @@
 # repository checked out in /testbed. The agent phase has no network and no
 # capabilities, so everything the agent needs (compilers, interpreters, git)
 # has to be in the image already. Lilypad's toolbox needs bash and python3.
-FROM debian:bookworm-slim
+ARG BASE_IMAGE=debian:bookworm-slim
+FROM ${BASE_IMAGE}
 
 LABEL org.opencontainers.image.title=lilypad-sandbox
 
