@@ -21,6 +21,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type Docker from 'dockerode';
 import { Redis } from 'ioredis';
+import type { CompletionOutcome, RetryRecord } from '../src/agent/model-client.ts';
 
 type ToolName = 'Read' | 'Edit' | 'Glob' | 'Bash';
 const TOOLS: readonly ToolName[] = ['Read', 'Edit', 'Glob', 'Bash'];
@@ -83,7 +84,7 @@ function floorSamples(observation: string): number[] | undefined {
 // ------------------------------------------------------------------ the model server's process
 
 interface ServerReport {
-  /** Per chat request in arrival order: when it was received whole and when its response was finished (ms, this process's clock). */
+  /** Per chat request in arrival order: when it was received whole and when its response was finished (ms since the epoch, sub-ms). */
   arrived: number[];
   finished: number[];
   /** Request body sizes (Content-Length). */
@@ -117,7 +118,8 @@ async function serveModel(totalSteps: number): Promise<void> {
     },
   });
   process.on('message', (msg: unknown) => {
-    if (msg === 'report') process.send?.({ report });
+    // Absolute times (this process's origin added) so that the bench can line them up with its own.
+    if (msg === 'report') process.send?.({ report: { ...report, arrived: report.arrived.map((t) => t + performance.timeOrigin), finished: report.finished.map((t) => t + performance.timeOrigin) } });
     if (msg === 'close') void server.close().then(() => process.exit(0));
   });
   process.send?.({ url: server.url });
@@ -246,7 +248,20 @@ async function main(): Promise<void> {
       for (const t of r.tools) floor.push(...(floorSamples(t.observation) ?? []));
       recorder?.step(r);
     });
-    const client = new ModelClient({ baseURL: url, apiKey, timeoutMs: 60_000, maxRetries: 2 });
+    // The loop's side of each turn, to split the gap: when a request left and when its answer was in hand.
+    const issued: number[] = [];
+    const returned: number[] = [];
+    class TimedClient extends ModelClient {
+      override async complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void): Promise<CompletionOutcome> {
+        issued.push(performance.timeOrigin + performance.now());
+        try {
+          return await super.complete(body, signal, onRetry);
+        } finally {
+          returned.push(performance.timeOrigin + performance.now());
+        }
+      }
+    }
+    const client = new TimedClient({ baseURL: url, apiKey, timeoutMs: 60_000, maxRetries: 2 });
     const baseCommit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: repo, encoding: 'utf8' }).trim();
     const session = await runSandboxSession({
       docker,
@@ -280,11 +295,21 @@ async function main(): Promise<void> {
 
     const report = await ask(child, 'report', (m) => (m['report'] as ServerReport | undefined) ?? undefined);
     const gaps: Record<ToolName, number[]> = { Read: [], Edit: [], Glob: [], Bash: [] };
+    const parts: Record<ToolName, { toLoop: number[]; loop: number[]; toServer: number[] }> = {
+      Read: { toLoop: [], loop: [], toServer: [] },
+      Edit: { toLoop: [], loop: [], toServer: [] },
+      Glob: { toLoop: [], loop: [], toServer: [] },
+      Bash: { toLoop: [], loop: [], toServer: [] },
+    };
     for (let i = 1 + warmSteps; i <= totalSteps; i++) {
       const finished = report.finished[i];
       const next = report.arrived[i + 1];
       if (finished === undefined || next === undefined || Number.isNaN(next)) throw new Error(`the model server recorded no timing for turn ${i + 1}`);
-      gaps[planned(i, totalSteps).measured!].push(next - finished);
+      const tool = planned(i, totalSteps).measured!;
+      gaps[tool].push(next - finished);
+      parts[tool].toLoop.push(returned[i]! - finished);
+      parts[tool].loop.push(issued[i + 1]! - returned[i]!);
+      parts[tool].toServer.push(next - issued[i + 1]!);
     }
 
     const floorMedian = stats(floor).median;
@@ -308,6 +333,11 @@ async function main(): Promise<void> {
     for (const [name, samples, target] of rows) {
       const { median, p95 } = stats(samples);
       console.log(`${name.padEnd(width)}  ${median.toFixed(2).padStart(8)}  ${p95.toFixed(2).padStart(8)}  ${target.padStart(8)}`);
+    }
+    console.log('the step split (medians, ms): response finished -> loop has it | loop, tool call included | request issued -> server has it whole');
+    for (const t of TOOLS) {
+      const p = parts[t];
+      console.log(`  ${t.padEnd(5)} ${stats(p.toLoop).median.toFixed(2).padStart(6)} | ${stats(p.loop).median.toFixed(2).padStart(6)} | ${stats(p.toServer).median.toFixed(2).padStart(6)}`);
     }
     const fileOk = (['Read', 'Edit', 'Glob'] as const).every((t) => stats(gaps[t]).median < 1.5);
     const bashOk = stats(gaps.Bash).median < 1.3 * floorMedian;

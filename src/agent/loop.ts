@@ -1,7 +1,7 @@
 import { agentFinished, toolCall } from '../observability/metrics.ts';
 import { CancelledError, SandboxError, SandboxLostError } from '../sandbox/errors.ts';
 import type { ToolResult } from '../sandbox/sandbox.ts';
-import { ModelError, withJsonText, type ChatModel, type RetryRecord } from './model-client.ts';
+import { ModelError, withJsonBytes, type ChatModel, type RetryRecord } from './model-client.ts';
 import { SYSTEM_PROMPT, buildUserMessage } from './prompt.ts';
 import { interpretResponse, type StoredAssistantMessage, type ToolMessage } from './response.ts';
 import { LEAF_TOOLS } from './tools.ts';
@@ -272,9 +272,11 @@ async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
  * holds it to that) without re-encoding the whole conversation every turn.
  */
 export class RequestEncoder {
-  private readonly head: string;
-  private readonly tail: string;
-  private joined = '';
+  private readonly tail: Buffer;
+  /** UTF-8 of the head and the messages so far; only the first `end` bytes are meaningful. */
+  private bytes: Buffer;
+  private end: number;
+  private readonly headBytes: number;
   private encoded = 0;
   private readonly seen: Message[] = [];
 
@@ -285,9 +287,12 @@ export class RequestEncoder {
   ) {
     const probe = JSON.stringify(requestBody(model, [], budgets, seed));
     const marker = '"messages":[]';
-    const at = probe.indexOf(marker);
-    this.head = probe.slice(0, at + marker.length - 1);
-    this.tail = probe.slice(at + marker.length - 1);
+    const at = probe.indexOf(marker) + marker.length - 1;
+    const head = Buffer.from(probe.slice(0, at));
+    this.tail = Buffer.from(probe.slice(at));
+    this.bytes = Buffer.alloc(Math.max(64 * 1024, head.length * 2));
+    head.copy(this.bytes);
+    this.headBytes = this.end = head.length;
   }
 
   body(messages: Message[]): Record<string, unknown> {
@@ -295,16 +300,30 @@ export class RequestEncoder {
     const n = this.encoded;
     const same = messages.length >= n && (n === 0 || (this.seen[0] === messages[0] && this.seen[n - 1] === messages[n - 1]));
     if (!same) {
-      this.joined = '';
+      this.end = this.headBytes;
       this.encoded = 0;
       this.seen.length = 0;
     }
     for (; this.encoded < messages.length; this.encoded++) {
       const m = messages[this.encoded]!;
-      this.joined += (this.encoded === 0 ? '' : ',') + JSON.stringify(m);
+      // JSON.stringify escapes lone surrogates, so the pieces' UTF-8 joins into the whole's.
+      const piece = (this.encoded === 0 ? '' : ',') + JSON.stringify(m);
+      this.reserve(Buffer.byteLength(piece));
+      this.end += this.bytes.write(piece, this.end, 'utf8');
       this.seen.push(m);
     }
-    return withJsonText(requestBody(this.model, messages, this.budgets, this.seed), this.head + this.joined + this.tail);
+    // A fresh buffer per request: the one in flight (or kept by a caller) is never written over.
+    const out = Buffer.allocUnsafe(this.end + this.tail.length);
+    this.bytes.copy(out, 0, 0, this.end);
+    this.tail.copy(out, this.end);
+    return withJsonBytes(requestBody(this.model, messages, this.budgets, this.seed), out);
+  }
+
+  private reserve(more: number): void {
+    if (this.end + more <= this.bytes.length) return;
+    const grown = Buffer.alloc(Math.max(this.bytes.length * 2, this.end + more));
+    this.bytes.copy(grown, 0, 0, this.end);
+    this.bytes = grown;
   }
 }
 

@@ -55,20 +55,25 @@ export interface ModelClientOptions {
 const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
 /**
- * Request bodies whose JSON text the caller already holds (the agent loop serialises its
- * append-only history once per message, not once per turn). The text must be exactly
- * `JSON.stringify(body)`; a body without one is serialised here.
+ * Request bodies whose JSON the caller already holds as UTF-8 (the agent loop encodes its
+ * append-only history once per message, not once per turn). The bytes must be exactly those of
+ * `JSON.stringify(body)`; a body without them is serialised here.
  */
-const serializedBodies = new WeakMap<object, string>();
+const serializedBodies = new WeakMap<object, Buffer>();
 
-export function withJsonText<T extends object>(body: T, text: string): T {
-  serializedBodies.set(body, text);
+export function withJsonBytes<T extends object>(body: T, bytes: Buffer): T {
+  serializedBodies.set(body, bytes);
   return body;
+}
+
+/** The bytes sent for `body`. */
+export function jsonBytes(body: object): Buffer {
+  return serializedBodies.get(body) ?? Buffer.from(JSON.stringify(body));
 }
 
 /** The JSON text sent for `body`. */
 export function jsonText(body: object): string {
-  return serializedBodies.get(body) ?? JSON.stringify(body);
+  return jsonBytes(body).toString('utf8');
 }
 
 /** The body went past maxResponseBytes; thrown from inside fetch, so the SDK hands it back as a cause. */
@@ -129,7 +134,7 @@ export class ModelClient implements ChatModel {
    */
   private async postChat(body: Record<string, unknown>, signal: AbortSignal | undefined): Promise<unknown> {
     if (signal?.aborted) throw new APIUserAbortError();
-    const text = jsonText(body);
+    const payload = jsonBytes(body);
     const controller = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -147,7 +152,7 @@ export class ModelClient implements ChatModel {
           path: this.chatURL.pathname + this.chatURL.search,
           method: 'POST',
           headers: this.chatHeaders,
-          body: text,
+          body: payload,
           signal: controller.signal,
         });
         raw = await readCappedBody(res, this.maxResponseBytes);

@@ -65,3 +65,22 @@ test('a history that is not the one encoded so far is encoded afresh, not append
   const shorter = third!.slice(0, 3);
   assert.equal(jsonText(encoder.body(shorter)), JSON.stringify(requestBody('m', shorter, BUDGETS, undefined)));
 });
+
+test('observations far larger than the first buffer grow it without losing a byte', () => {
+  const encoder = new RequestEncoder('m', BUDGETS, 3);
+  const messages: Message[] = [
+    { role: 'system', content: 's' },
+    { role: 'user', content: 'u' },
+  ];
+  const sent: Array<[object, string]> = [];
+  for (let i = 0; i < 4; i++) {
+    messages.push({ role: 'assistant', content: '', tool_calls: [{ id: `c${i}`, type: 'function', function: { name: 'Read', arguments: '{}' } }] });
+    messages.push({ role: 'tool', tool_call_id: `c${i}`, content: `🐸 ü ${AWKWARD[i]}\n`.repeat(20_000 * (i + 1)) });
+    const body = encoder.body(messages);
+    const expected = JSON.stringify(requestBody('m', messages, BUDGETS, 3));
+    assert.equal(jsonText(body), expected, `turn ${i} differs`);
+    sent.push([body, expected]);
+  }
+  // A body handed out earlier keeps its bytes after later turns were encoded.
+  sent.forEach(([body, expected], i) => assert.equal(jsonText(body), expected, `turn ${i} changed afterwards`));
+});
