@@ -10,6 +10,7 @@ Commands:
   run      Work on one issue in a local repository and write patch, trajectory and result
   doctor   Check the Docker engine, the sandbox image, Redis and the model endpoint
   eval     Measure resolve rate and cost per resolved issue on your own issues, across endpoints
+  config   Print a repository's effective configuration and where each value came from
 
 Run \`lilypad <command> --help\` for the options of a command.`;
 
@@ -22,6 +23,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./run.ts')).runCommand(rest);
     case 'doctor':
       return (await import('./doctor.ts')).doctorCommand(rest);
+    case 'config':
+      return (await import('./config.ts')).configCommand(rest);
     case 'eval':
       return (await import('../eval/cli.ts')).evalCommand(rest);
     case 'start':
