@@ -217,6 +217,11 @@ describe('docker/compose.yml', () => {
       assert.equal(gh.readFile(OWNER, 'calc', `lilypad/issue-${issue.number}`, 'calc.py'), 'def add(a, b):\n    return a + b\n');
 
       await saveLogs();
+      // Anonymous volumes (each worker's /data) carry no project label: note them by container.
+      const { stdout: ids } = await run('docker', ['ps', '-a', '-q', '--filter', `label=com.docker.compose.project=${PROJECT}`]);
+      const { stdout: mounts } = await run('docker', ['inspect', '--format', '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}', ...ids.split(/\s+/).filter(Boolean)]);
+      const volumes = mounts.split(/\s+/).filter(Boolean);
+      assert.ok(volumes.some((v) => /^[0-9a-f]{64}$/.test(v)), `the worker's /data is an anonymous volume: ${volumes.join(', ')}`);
       await timed('down -v', () => dc(['down', '--volumes', '--remove-orphans', '--timeout', '30']));
       started = false;
       const label = `label=com.docker.compose.project=${PROJECT}`;
@@ -224,6 +229,9 @@ describe('docker/compose.yml', () => {
         const { stdout } = await run('docker', [...kind, '-q', '--filter', label]);
         assert.equal(stdout.trim(), '', `docker ${kind.join(' ')} still lists the project's ${kind[0]}`);
       }
+      const { stdout: left } = await run('docker', ['volume', 'ls', '-q']);
+      const still = volumes.filter((v) => left.split(/\s+/).includes(v));
+      assert.deepEqual(still, [], 'down -v removes every volume of the stack, anonymous ones too');
       const { stdout: sandboxes } = await run('docker', ['ps', '-a', '-q', '--filter', `label=dev.lilypad.worker=${PROJECT}`]);
       assert.equal(sandboxes.trim(), '', 'a sandbox or egress container of the worker was left behind');
     });
