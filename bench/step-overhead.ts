@@ -206,7 +206,8 @@ function ask<T>(child: ChildProcess, msg: string | undefined, pick: (m: Record<s
 async function main(): Promise<void> {
   const { createDockerClient } = await import('../src/sandbox/sandbox.ts');
   const { runSandboxSession } = await import('../src/pipeline/sandbox-session.ts');
-  const { ModelClient } = await import('../src/agent/model-client.ts');
+  const { ModelClient, jsonBytes } = await import('../src/agent/model-client.ts');
+  const { Agent } = await import('undici');
   const { JsonlTrajectory } = await import('../src/agent/trajectory.ts');
   const { SecretScanner } = await import('../src/observability/secrets.ts');
   const { RunStore } = await import('../src/observability/run-store.ts');
@@ -251,9 +252,11 @@ async function main(): Promise<void> {
     // The loop's side of each turn, to split the gap: when a request left and when its answer was in hand.
     const issued: number[] = [];
     const returned: number[] = [];
+    let lastBody: Record<string, unknown> = {};
     class TimedClient extends ModelClient {
       override async complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void): Promise<CompletionOutcome> {
         issued.push(performance.timeOrigin + performance.now());
+        lastBody = body;
         try {
           return await super.complete(body, signal, onRetry);
         } finally {
@@ -294,6 +297,16 @@ async function main(): Promise<void> {
     if (floor.length !== 2 * N_FLOOR) throw new Error(`the floor measurement in the sandbox gave ${floor.length} samples, not ${2 * N_FLOOR}: see the Bash observations`);
 
     const report = await ask(child, 'report', (m) => (m['report'] as ServerReport | undefined) ?? undefined);
+    // The transport alone: the last request's bytes posted to the same server and its answer read,
+    // nothing else (the server answers these with its closing reply).
+    const agent = new Agent();
+    const chat = new URL(`${url}/chat/completions`);
+    const lastBytes = jsonBytes(lastBody);
+    const roundTrip = await timed(N_EXEC, async () => {
+      const res = await agent.request({ origin: chat.origin, path: chat.pathname, method: 'POST', headers: { 'content-type': 'application/json' }, body: lastBytes });
+      await res.body.arrayBuffer();
+    });
+    await agent.close();
     const gaps: Record<ToolName, number[]> = { Read: [], Edit: [], Glob: [], Bash: [] };
     const parts: Record<ToolName, { toLoop: number[]; loop: number[]; toServer: number[] }> = {
       Read: { toLoop: [], loop: [], toServer: [] },
@@ -321,6 +334,7 @@ async function main(): Promise<void> {
       ['floor: bash -lc true spawned as the toolbox does', floor, ''],
       ['docker exec via Engine API: cat small.py', side!.execCat, ''],
       ['docker exec via Engine API: bash -lc true', side!.execBash, ''],
+      [`HTTP round trip alone, last request (${(lastBytes.length / 1024).toFixed(0)} KiB)`, roundTrip, ''],
     ];
     const width = Math.max(...rows.map(([name]) => name.length));
     console.log(

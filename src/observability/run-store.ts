@@ -341,6 +341,13 @@ function fieldValue(fields: Buffer[], name: string): Buffer | undefined {
 const SLIM_CHARS = 2000;
 
 /**
+ * Live events go to Redis together, at most this long after the first of them. One transaction
+ * per event cost an agent step a Redis round trip (and the CPU of two processes) between a model
+ * answer and the next request; a run page still sees each step within this delay.
+ */
+const LIVE_BATCH_MS = 100;
+
+/**
  * Writes one run. Every method returns at once and never throws: writes go to Redis in order, in
  * the background, and a failing Redis costs the run page, not the job (the first failure is
  * logged). `finish()` waits for everything to be written.
@@ -352,6 +359,9 @@ export class RunRecorder {
   private slim = false;
   private failed = false;
   private finished = false;
+  /** Encoded live events not yet handed to the write chain (see LIVE_BATCH_MS). */
+  private live: Buffer[] = [];
+  private liveTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly store: RunStore,
@@ -432,6 +442,7 @@ export class RunRecorder {
     s.exitReason = result.exitReason ?? null;
     s.pr = result.pr ?? null;
     const diff = result.diff == null ? null : typeof result.diff === 'string' ? result.diff : result.diff.toString('utf8');
+    this.drainLive();
     this.view.finish = {
       why: result.why ? this.scanner.redact(result.why) : null,
       error: result.error ? this.scanner.redact(result.error) : null,
@@ -454,6 +465,7 @@ export class RunRecorder {
 
   /** Resolves when everything recorded so far is in Redis. */
   flush(): Promise<void> {
+    this.drainLive();
     return this.chain;
   }
 
@@ -470,21 +482,33 @@ export class RunRecorder {
       this.slim = true;
       this.enqueueEvent({ t: 'note', text: `from step ${s.steps + (isStep ? 0 : 1)} on, reasoning and observations are cut to ${SLIM_CHARS} characters each while the run is live (size cap)` });
     }
-    this.enqueue(async (r) => {
-      const live = this.store.key(s.runId, 'live');
-      await r
-        .multi()
-        .xadd(live, '*', 'z', data)
-        .expire(live, this.store.ttlSeconds)
-        .set(this.store.key(s.runId, 'summary'), JSON.stringify(s), 'EX', this.store.ttlSeconds)
-        .exec();
-    });
+    this.sendLive(data);
   }
 
   private enqueueEvent(e: RunEvent): void {
     applyEvent(this.view, e);
-    const data = encodeEvent(e);
-    this.enqueue((r) => r.xadd(this.store.key(this.view.summary.runId, 'live'), '*', 'z', data).then(() => undefined));
+    this.sendLive(encodeEvent(e));
+  }
+
+  private sendLive(data: Buffer): void {
+    this.live.push(data);
+    this.liveTimer ??= setTimeout(() => this.drainLive(), LIVE_BATCH_MS);
+  }
+
+  /** Hands the waiting live events, in order, and the summary to the write chain as one transaction. */
+  private drainLive(): void {
+    if (this.liveTimer) clearTimeout(this.liveTimer);
+    this.liveTimer = undefined;
+    if (this.live.length === 0) return;
+    const batch = this.live;
+    this.live = [];
+    const s = this.view.summary;
+    this.enqueue(async (r) => {
+      const live = this.store.key(s.runId, 'live');
+      const tx = r.multi();
+      for (const data of batch) tx.xadd(live, '*', 'z', data);
+      await tx.expire(live, this.store.ttlSeconds).set(this.store.key(s.runId, 'summary'), JSON.stringify(s), 'EX', this.store.ttlSeconds).exec();
+    });
   }
 
   /** The final record, compressed; long texts are cut step by step until it fits the cap. */
