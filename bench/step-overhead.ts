@@ -119,6 +119,7 @@ async function serveModel(totalSteps: number): Promise<void> {
   });
   process.on('message', (msg: unknown) => {
     // Absolute times (this process's origin added) so that the bench can line them up with its own.
+    if (msg === 'clock') process.send?.({ clock: performance.timeOrigin + performance.now() });
     if (msg === 'report') process.send?.({ report: { ...report, arrived: report.arrived.map((t) => t + performance.timeOrigin), finished: report.finished.map((t) => t + performance.timeOrigin) } });
     if (msg === 'close') void server.close().then(() => process.exit(0));
   });
@@ -297,6 +298,19 @@ async function main(): Promise<void> {
     if (floor.length !== 2 * N_FLOOR) throw new Error(`the floor measurement in the sandbox gave ${floor.length} samples, not ${2 * N_FLOOR}: see the Bash observations`);
 
     const report = await ask(child, 'report', (m) => (m['report'] as ServerReport | undefined) ?? undefined);
+    // The two processes' clocks differ by a fraction of a millisecond: estimate the offset from the
+    // quickest of a few pings (its error is at most half that ping) so that the split below is fair.
+    let offset = 0;
+    let bestPing = Infinity;
+    for (let i = 0; i < 30; i++) {
+      const t0 = performance.timeOrigin + performance.now();
+      const theirs = await ask(child, 'clock', (m) => (typeof m['clock'] === 'number' ? m['clock'] : undefined));
+      const t1 = performance.timeOrigin + performance.now();
+      if (t1 - t0 < bestPing) {
+        bestPing = t1 - t0;
+        offset = theirs - (t0 + t1) / 2;
+      }
+    }
     // The transport alone: the last request's bytes posted to the same server and its answer read,
     // nothing else (the server answers these with its closing reply).
     const agent = new Agent();
@@ -320,9 +334,9 @@ async function main(): Promise<void> {
       if (finished === undefined || next === undefined || Number.isNaN(next)) throw new Error(`the model server recorded no timing for turn ${i + 1}`);
       const tool = planned(i, totalSteps).measured!;
       gaps[tool].push(next - finished);
-      parts[tool].toLoop.push(returned[i]! - finished);
+      parts[tool].toLoop.push(returned[i]! - (finished - offset));
       parts[tool].loop.push(issued[i + 1]! - returned[i]!);
-      parts[tool].toServer.push(next - issued[i + 1]!);
+      parts[tool].toServer.push(next - offset - issued[i + 1]!);
     }
 
     const floorMedian = stats(floor).median;
@@ -348,7 +362,10 @@ async function main(): Promise<void> {
       const { median, p95 } = stats(samples);
       console.log(`${name.padEnd(width)}  ${median.toFixed(2).padStart(8)}  ${p95.toFixed(2).padStart(8)}  ${target.padStart(8)}`);
     }
-    console.log('the step split (medians, ms): response finished -> loop has it | loop, tool call included | request issued -> server has it whole');
+    console.log(
+      `the step split (medians, ms; first and last column +-${(bestPing / 2).toFixed(2)} ms, the clock offset's error): ` +
+        'response finished -> loop has it | loop, tool call included | request issued -> server has it whole',
+    );
     for (const t of TOOLS) {
       const p = parts[t];
       console.log(`  ${t.padEnd(5)} ${stats(p.toLoop).median.toFixed(2).padStart(6)} | ${stats(p.loop).median.toFixed(2).padStart(6)} | ${stats(p.toServer).median.toFixed(2).padStart(6)}`);
