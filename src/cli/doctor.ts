@@ -1,7 +1,8 @@
 import os from 'node:os';
-import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
+import { httpUrl, parseCommandArgs } from './args.ts';
 import { describePrivateRedis } from './private-redis.ts';
+import { UsageError } from './usage-error.ts';
 import { loadEnv, type Env } from '../config/env.ts';
 import { ModelClient } from '../agent/model-client.ts';
 import { interpretResponse } from '../agent/response.ts';
@@ -20,13 +21,39 @@ const ok = (name: string, detail: string): CheckResult => ({ name, status: 'OK',
 const warn = (name: string, detail: string, fix: string): CheckResult => ({ name, status: 'WARN', detail, fix });
 const fail = (name: string, detail: string, fix: string): CheckResult => ({ name, status: 'FAIL', detail, fix });
 
+const HELP = `Usage: lilypad doctor [--base-url <url>] [--model <name>] [--json]
+
+Checks the Docker engine, the sandbox image, Redis (REDIS_URL, or the private Redis that
+\`lilypad start\` would run without it) and the model endpoint.
+
+Options:
+  --base-url <url>  OpenAI-compatible endpoint to check (default: OPENAI_BASE_URL)
+  --model <name>    model to check (default: LILYPAD_MODEL, else the server's first model)
+  --json            print the results as JSON
+  -h, --help        show this help`;
+
 export async function doctorCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } });
+  const { values } = parseCommandArgs('lilypad doctor', {
+    args: argv,
+    options: {
+      'base-url': { type: 'string' },
+      model: { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   if (values.help) {
-    process.stdout.write('Usage: lilypad doctor [--json]\n\nChecks the Docker engine, the sandbox image, Redis (when REDIS_URL is set) and the model endpoint.\n');
+    process.stdout.write(`${HELP}\n`);
     return 0;
   }
-  const env = loadEnv();
+  // The flags stand in for the variables, as for `lilypad run`, so the checks see one endpoint and one model.
+  const overrides: Record<string, string> = {};
+  if (values['base-url'] !== undefined) overrides['OPENAI_BASE_URL'] = httpUrl('lilypad doctor', '--base-url', values['base-url']);
+  if (values.model !== undefined) {
+    if (!values.model.trim()) throw new UsageError('--model needs a model name; see `lilypad doctor --help`', { command: 'lilypad doctor' });
+    overrides['LILYPAD_MODEL'] = values.model;
+  }
+  const env = loadEnv({ ...process.env, ...overrides });
   const results: CheckResult[] = [];
   const report = (r: CheckResult) => {
     results.push(r);

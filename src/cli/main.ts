@@ -1,5 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { loadDotEnv } from '../config/dotenv.ts';
 import { ConfigError } from '../config/env.ts';
+import { parseCommandArgs } from './args.ts';
 
 const USAGE = `Usage: lilypad <command> [options]
 
@@ -11,14 +13,27 @@ Commands:
   doctor   Check the Docker engine, the sandbox image, Redis and the model endpoint
   eval     Measure resolve rate and cost per resolved issue on your own issues, across endpoints
   config   Print a repository's effective configuration and where each value came from
+  version  Print the version (also --version, -V)
 
 Run \`lilypad <command> --help\` for the options of a command.`;
+
+/** The version in the package.json next to src/, which is what `npm install`, the image and a checkout all ship. */
+function version(): string {
+  const pkg: unknown = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+  const v = (pkg as { version?: unknown }).version;
+  return typeof v === 'string' ? v : 'unknown';
+}
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   // Settings from `.env` (or LILYPAD_ENV_FILE) for every command; the environment wins over the file.
-  if (command !== undefined && !command.startsWith('-') && command !== 'help') loadDotEnv();
+  if (command !== undefined && !command.startsWith('-') && command !== 'help' && command !== 'version') loadDotEnv();
   switch (command) {
+    case 'version':
+    case '--version':
+    case '-V':
+      process.stdout.write(`${version()}\n`);
+      return 0;
     case 'run':
       return (await import('./run.ts')).runCommand(rest);
     case 'doctor':
@@ -30,6 +45,8 @@ async function main(argv: string[]): Promise<number> {
     case 'start':
     case 'web':
     case 'worker':
+      // The roles take their configuration from the environment; a stray option is named here.
+      parseCommandArgs(`lilypad ${command}`, { args: rest, options: { help: { type: 'boolean', short: 'h' } } });
       return (await import('./serve.ts')).serveCommand(command, rest);
     case undefined:
     case '-h':
@@ -50,7 +67,8 @@ try {
   if (['start', 'web', 'worker'].includes(process.argv[2] ?? '')) process.exit(code);
 } catch (err) {
   if (err instanceof ConfigError || (err as Error).name === 'UsageError') {
-    process.stderr.write(`lilypad: ${(err as Error).message}\n`);
+    const command = (err as { command?: unknown }).command;
+    process.stderr.write(`${typeof command === 'string' ? command : 'lilypad'}: ${(err as Error).message}\n`);
     process.exitCode = 2;
   } else {
     process.stderr.write(`lilypad: ${(err as Error).stack ?? String(err)}\n`);

@@ -1,10 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { loadEnv, type Env } from '../config/env.ts';
 import { createLogger } from '../observability/logger.ts';
 import { newRunId, runLocal, type LocalRunOptions, type LocalRunResult } from '../pipeline/local-run.ts';
-import { createDockerClient } from '../sandbox/sandbox.ts';
+import { dockerForSandboxes } from '../sandbox/runtime.ts';
+import { parseCommandArgs, positiveInt } from './args.ts';
 import { UsageError } from './usage-error.ts';
 
 const HELP = `Usage: lilypad run --repo <path> (--issue <file.md> | --title <text> [--body <text>]) [options]
@@ -27,7 +27,7 @@ Options:
   -h, --help           show this help`;
 
 export async function runCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs('lilypad run', {
     args: argv,
     options: {
       repo: { type: 'string' },
@@ -43,13 +43,13 @@ export async function runCommand(argv: string[]): Promise<number> {
       model: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
-    strict: true,
-    allowPositionals: false,
   });
   if (values.help) {
     process.stdout.write(`${HELP}\n`);
     return 0;
   }
+  const maxSteps = positiveInt('lilypad run', '--max-steps', values['max-steps']);
+  const maxTime = positiveInt('lilypad run', '--max-time', values['max-time']);
   const env = loadEnv();
   if (!values.repo) throw new UsageError(`--repo is required\n\n${HELP}`);
   if (values.issue && values.title) throw new UsageError('give either --issue <file.md> or --title, not both');
@@ -69,14 +69,10 @@ export async function runCommand(argv: string[]): Promise<number> {
     throw new UsageError('an issue is required: --issue <file.md> or --title <text> [--body <text>]');
   }
   if (!title.trim()) throw new UsageError('the issue title is empty (the first line of --issue, or --title)');
-  const positive = (name: string, raw: string | undefined, fallback: number): number => {
-    if (raw === undefined) return fallback;
-    const n = Number(raw);
-    if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${name} must be a positive whole number, got "${raw}"`);
-    return n;
-  };
   const baseURL = values['base-url'] ?? env.OPENAI_BASE_URL;
   if (!/^https?:\/\/[^/]+/.test(baseURL)) throw new UsageError(`--base-url must be an http(s) URL such as http://127.0.0.1:30000/v1, got "${baseURL}"`);
+  // LILYPAD_SANDBOX_RUNTIME is checked against the engine before any model request or container.
+  const docker = await dockerForSandboxes(env);
 
   const controller = new AbortController();
   let signals = 0;
@@ -111,11 +107,11 @@ export async function runCommand(argv: string[]): Promise<number> {
       model: values.model ?? env.LILYPAD_MODEL,
       budgets: {
         ...localRunSettings(env).budgets,
-        maxSteps: positive('--max-steps', values['max-steps'], env.LILYPAD_MAX_STEPS),
-        maxWallSeconds: positive('--max-time', values['max-time'], env.LILYPAD_MAX_WALL_SECONDS),
+        maxSteps: maxSteps ?? env.LILYPAD_MAX_STEPS,
+        maxWallSeconds: maxTime ?? env.LILYPAD_MAX_WALL_SECONDS,
       },
       signal: controller.signal,
-      docker: createDockerClient(),
+      docker,
       logger,
       onPhase: (p) => say(`  ${p}…${tty ? '' : ''}`),
       onProgress: (p) => say(`  agent: step ${p.step}, ~${p.tokens} context tokens${p.lastTool ? `, ran ${p.lastTool}` : ''}`),

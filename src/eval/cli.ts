@@ -1,9 +1,9 @@
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseCommandArgs, positiveInt } from '../cli/args.ts';
 import { localRunSettings } from '../cli/run.ts';
 import { UsageError } from '../cli/usage-error.ts';
 import { loadEnv } from '../config/env.ts';
-import { createDockerClient } from '../sandbox/sandbox.ts';
+import { dockerForSandboxes } from '../sandbox/runtime.ts';
 import { collectInstances } from './collect.ts';
 import { CollectError } from './collect-github.ts';
 import { DEFAULT_TEST_PATTERNS } from './collect-tests.ts';
@@ -82,15 +82,11 @@ export async function evalCommand(argv: string[]): Promise<number> {
   }
 }
 
-const positive = (name: string, raw: string | undefined, fallback: number): number => {
-  if (raw === undefined) return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`${name} must be a positive whole number, got "${raw}"`);
-  return n;
-};
+const RUN = 'lilypad eval run';
+const COLLECT = 'lilypad eval collect';
 
 async function evalRun(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs(RUN, {
     args: argv,
     options: {
       instances: { type: 'string' },
@@ -105,17 +101,18 @@ async function evalRun(argv: string[]): Promise<number> {
       'max-time': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
-    strict: true,
-    allowPositionals: false,
   });
   if (values.help) {
     process.stdout.write(`${RUN_HELP}\n`);
     return 0;
   }
+  // Every number is checked before the instances are read or anything starts.
+  const attempts = positiveInt(RUN, '--attempts', values.attempts) ?? 1;
+  const workers = positiveInt(RUN, '--workers', values.workers) ?? 1;
+  const maxSteps = positiveInt(RUN, '--max-steps', values['max-steps']);
+  const maxTime = positiveInt(RUN, '--max-time', values['max-time']);
   const env = loadEnv();
   if (!values.instances) throw new UsageError(`--instances FILE.jsonl is required\n\n${RUN_HELP}`);
-  const attempts = positive('--attempts', values.attempts, 1);
-  const workers = positive('--workers', values.workers, 1);
   if (values.select && attempts < 2) throw new UsageError('--select chooses among attempts: give --attempts 2 or more');
   const endpoints: EndpointSpec[] = (values.endpoint ?? []).map(parseEndpoint);
   const names = new Set<string>();
@@ -143,8 +140,8 @@ async function evalRun(argv: string[]): Promise<number> {
     ...base,
     budgets: {
       ...base.budgets,
-      maxSteps: positive('--max-steps', values['max-steps'], env.LILYPAD_MAX_STEPS),
-      maxWallSeconds: positive('--max-time', values['max-time'], env.LILYPAD_MAX_WALL_SECONDS),
+      maxSteps: maxSteps ?? env.LILYPAD_MAX_STEPS,
+      maxWallSeconds: maxTime ?? env.LILYPAD_MAX_WALL_SECONDS,
     },
   };
   const controller = new AbortController();
@@ -173,7 +170,7 @@ async function evalRun(argv: string[]): Promise<number> {
       settings,
       gh: { host: env.GHE_HOST, protocol: env.GHE_PROTOCOL },
       appAuth: AppRepoAuth.fromEnv(env),
-      docker: createDockerClient(),
+      docker: await dockerForSandboxes(env),
       env: process.env,
       signal: controller.signal,
       stderr: process.stderr,
@@ -203,7 +200,7 @@ async function evalRun(argv: string[]): Promise<number> {
 }
 
 async function evalCollect(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs(COLLECT, {
     args: argv,
     options: {
       repo: { type: 'string' },
@@ -214,8 +211,6 @@ async function evalCollect(argv: string[]): Promise<number> {
       'test-files': { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h' },
     },
-    strict: true,
-    allowPositionals: false,
   });
   if (values.help) {
     process.stdout.write(`${COLLECT_HELP}\n`);
@@ -231,7 +226,7 @@ async function evalCollect(argv: string[]): Promise<number> {
     if (Number.isNaN(t)) throw new UsageError(`--since must be a date such as 2024-01-31 or 2024-01-31T12:00:00Z, got "${values.since}"`);
     since = new Date(t).toISOString().replace(/\.\d{3}Z$/, 'Z');
   }
-  const limit = values.limit === undefined ? undefined : positive('--limit', values.limit, 1);
+  const limit = positiveInt(COLLECT, '--limit', values.limit);
   if (values['test-command'] !== undefined && values['test-command'].trim() === '') throw new UsageError('--test-command must not be empty');
   const env = loadEnv();
   const base = localRunSettings(env);
@@ -264,7 +259,7 @@ async function evalCollect(argv: string[]): Promise<number> {
         maxLineBytes: base.maxLineBytes,
         testTimeoutSeconds: base.testTimeoutSeconds,
       },
-      docker: createDockerClient(),
+      docker: await dockerForSandboxes(env),
       signal: controller.signal,
       stderr: process.stderr,
     });

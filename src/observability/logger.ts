@@ -1,4 +1,8 @@
-import { pino, type Logger } from 'pino';
+import tty from 'node:tty';
+import { pino, type DestinationStream, type Logger } from 'pino';
+import { prettyFactory } from 'pino-pretty';
+import { z } from 'zod';
+import { ConfigError } from '../config/env.ts';
 import { SecretScanner } from './secrets.ts';
 
 export type { Logger } from 'pino';
@@ -21,12 +25,62 @@ const REDACT_PATHS = [
   'env.WEBHOOK_SECRET',
 ];
 
+export type LogFormat = 'json' | 'pretty';
+
+const formatSetting = z.enum(['json', 'pretty']).optional();
+
 /**
- * The process logger: JSON lines (pino) with secrets removed twice over: by key (tokens, keys,
- * authorization headers) and by value (the process's own secrets and token-shaped strings).
+ * How a log destination is written: LILYPAD_LOG_FORMAT (json | pretty) when set; otherwise pretty
+ * for a terminal and JSON lines for anything else (a pipe, a file, a log collector, CI, tests).
+ * A file destination is always JSON: it is read by programs, not people.
  */
-export function createLogger(opts: { level: string; secrets?: Iterable<string | undefined>; destination?: string | number }): Logger {
+export function logFormat(destination: string | number, env: NodeJS.ProcessEnv = process.env): LogFormat {
+  if (typeof destination === 'string') return 'json';
+  const raw = env['LILYPAD_LOG_FORMAT']?.trim().toLowerCase() || undefined;
+  const parsed = formatSetting.safeParse(raw);
+  if (!parsed.success) {
+    throw new ConfigError(`LILYPAD_LOG_FORMAT=${JSON.stringify(env['LILYPAD_LOG_FORMAT'])} is not a log format; use json or pretty, or leave it unset (pretty on a terminal, JSON otherwise)`);
+  }
+  if (parsed.data) return parsed.data;
+  const ci = env['CI'] !== undefined && env['CI'] !== '' && env['CI'] !== 'false';
+  return !ci && tty.isatty(destination) ? 'pretty' : 'json';
+}
+
+/**
+ * pino-pretty's formatter applied to each finished line in this thread, synchronously: the line
+ * has been through redaction already, and nothing is lost when the process exits right after a log
+ * call (pino-pretty's own stream and pino's transports format asynchronously).
+ */
+function prettyDestination(dest: string | number): DestinationStream {
+  const out = pino.destination({ dest, sync: true, mkdir: true });
+  const format = prettyFactory({
+    colorize: typeof dest === 'number' && tty.isatty(dest),
+    translateTime: 'SYS:HH:MM:ss.l',
+    ignore: 'pid,hostname,app',
+    singleLine: true,
+  });
+  return {
+    write(line: string) {
+      out.write(format(line));
+    },
+  };
+}
+
+/**
+ * The process logger: pino with secrets removed twice over, by key (tokens, keys, authorization
+ * headers) and by value (the process's own secrets and token-shaped strings), before the line is
+ * written as JSON or pretty-printed (see logFormat).
+ */
+export function createLogger(opts: {
+  level: string;
+  secrets?: Iterable<string | undefined>;
+  destination?: string | number;
+  /** Overrides logFormat(destination), e.g. to pretty-print into a file. */
+  format?: LogFormat;
+}): Logger {
   const scanner = new SecretScanner(opts.secrets ?? []);
+  const destination = opts.destination ?? 2;
+  const format = opts.format ?? logFormat(destination);
   return pino(
     {
       level: opts.level,
@@ -38,6 +92,6 @@ export function createLogger(opts: { level: string; secrets?: Iterable<string | 
         },
       },
     },
-    pino.destination({ dest: opts.destination ?? 2, sync: true, mkdir: true }),
+    format === 'pretty' ? prettyDestination(destination) : pino.destination({ dest: destination, sync: true, mkdir: true }),
   );
 }
