@@ -55,7 +55,7 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(`${USAGE}\n`);
       return command === undefined ? 2 : 0;
     default:
-      process.stderr.write(`lilypad: unknown command "${command}"\n\n${USAGE}\n`);
+      process.stderr.write(`lilypad: ${command.startsWith('-') ? `unknown option ${command}` : `unknown command "${command}"`}\n\n${USAGE}\n`);
       return 2;
   }
 }

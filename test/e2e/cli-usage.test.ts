@@ -60,6 +60,14 @@ describe('lilypad usage errors', () => {
     });
   }
 
+  test('an unknown option before any command names it and shows the commands', async () => {
+    const r = await lilypad(['--bogus']);
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal(r.stderr.split('\n')[0], 'lilypad: unknown option --bogus');
+    assert.match(r.stderr, /^Usage: lilypad <command>/m);
+    assert.doesNotMatch(r.stderr, /TypeError|\n\s+at /);
+  });
+
   test('a short unknown option is named as given', async () => {
     const line = assertUsageLine(await lilypad(['doctor', '-x']), 'doctor -x');
     assert.match(line, /unknown option -x\b/);
