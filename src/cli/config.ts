@@ -1,10 +1,10 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import { parseRepoConfig, type RepoConfig } from '../config/repo-config.ts';
 import { directoryReader, inferCommands, type InferredCommands } from '../inference/index.ts';
 import { UsageError } from './usage-error.ts';
+import { parseCommandArgs } from './args.ts';
 
 const CONFIG_FILE = '.github/lilypad.yml';
 
@@ -75,21 +75,16 @@ export async function effectiveConfig(repoDir: string, cli: { setup?: string[]; 
 }
 
 export async function configCommand(argv: string[]): Promise<number> {
-  let values: { repo?: string; setup?: string[]; test?: string; json?: boolean; help?: boolean };
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        repo: { type: 'string' },
-        setup: { type: 'string', multiple: true },
-        test: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-  } catch (err) {
-    throw new UsageError(`${(err as Error).message}\n\n${HELP}`);
-  }
+  const { values } = parseCommandArgs('lilypad config', {
+    args: argv,
+    options: {
+      repo: { type: 'string' },
+      setup: { type: 'string', multiple: true },
+      test: { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   if (values.help) {
     process.stdout.write(`${HELP}\n`);
     return 0;
