@@ -5,6 +5,8 @@
 # repository checked out in /testbed. The agent phase has no network and no
 # capabilities, so everything the agent needs (compilers, interpreters, git)
 # has to be in the image already. Lilypad's toolbox needs bash and python3.
+# pytest comes from Debian (python3-pytest): `python3 -m pytest` works without
+# network or a setup command.
 ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${BASE_IMAGE}
 
@@ -25,6 +27,7 @@ RUN set -eux; \
         ca-certificates \
         python3 \
         python3-pip \
+        python3-pytest \
         python3-venv \
         build-essential \
         nodejs \

@@ -1,4 +1,5 @@
 import type { TestOutcome } from '../pipeline/test-command.ts';
+import { groupLeftOut, type LeftOutPath } from '../workspace/leftovers.ts';
 import { whyUnfinished } from './status-comment.ts';
 
 export interface PullRequestBodyInput {
@@ -7,6 +8,8 @@ export interface PullRequestBodyInput {
   summary: string;
   files: Array<{ path: string; added: number | null; removed: number | null }>;
   dropped: Array<{ path: string; reason: string }>;
+  /** Files in the sandbox's working tree that were not taken into the patch (build leftovers, setup output). */
+  leftOut?: readonly LeftOutPath[];
   tests: { before: TestOutcome | null; after: TestOutcome | null } | null;
   run: { model: string; steps: number; promptTokens: number; completionTokens: number; seconds: number; exitReason: string; image: string; runId: string; runUrl?: string | undefined };
   incomplete: boolean;
@@ -36,6 +39,7 @@ export function renderPullRequestBody(input: PullRequestBodyInput): string {
 
   const fileLines = input.files.map((f) => `- \`${f.path}\`${f.added !== null ? ` (+${f.added} −${f.removed ?? 0})` : ' (binary)'}`);
   parts.push(`### Files changed\n\n${fileLines.join('\n') || '_none_'}`);
+  if (input.leftOut && input.leftOut.length > 0) parts.push(renderLeftOut(input.leftOut));
   if (input.dropped.length > 0) {
     parts.push(
       `### Left out of this pull request\n\n${input.dropped.map((d) => `- \`${d.path}\`: ${d.reason}`).join('\n')}\n\nThe agent changed these files, but Lilypad does not publish such changes; apply them by hand if they are wanted.`,
@@ -78,6 +82,19 @@ export function renderPullRequestBody(input: PullRequestBodyInput): string {
   let body = parts.join('\n\n');
   if (body.length > MAX_BODY) body = `${body.slice(0, MAX_BODY - 200)}\n\n… (cut to fit GitHub's limit)\n\nCloses #${input.issueNumber}`;
   return body;
+}
+
+/** By rule: a node_modules/ can hold thousands of files, so each rule shows its count and a few paths. */
+function renderLeftOut(leftOut: readonly LeftOutPath[]): string {
+  const lines = groupLeftOut(leftOut).map((g) => {
+    const shown = g.examples.map((p) => `\`${p}\``).join(', ');
+    const more = g.count > g.examples.length ? ` and ${g.count - g.examples.length} more` : '';
+    return `- ${g.count} file(s), ${g.reason}: ${shown}${more}`;
+  });
+  return (
+    `### Left out as by-products\n\n${lines.join('\n')}\n\n` +
+    'These files appeared in the sandbox while the agent or the setup commands ran (caches, bytecode, installed packages, build output); they are not part of the change and were never in the patch.'
+  );
 }
 
 function renderTest(label: string, t: TestOutcome | null): string {

@@ -48,6 +48,7 @@ export async function runIssueJob(ctx: JobContext): Promise<RunJobOutcome> {
       summary: ctx.scanner().redact(agent.finalAnswer),
       files: change.files,
       dropped: change.dropped,
+      leftOut: run.session.patch?.leftOut ?? [],
       tests: run.session.tests,
       run: {
         model: run.model,

@@ -4,7 +4,7 @@ import type { ModelClient } from '../agent/model-client.ts';
 import type { TrajectorySink } from '../agent/trajectory.ts';
 import { CancelledError, reasonText } from '../sandbox/errors.ts';
 import { Sandbox, type SandboxOptions } from '../sandbox/sandbox.ts';
-import { commitSetupState, extractPatch, type ExtractedPatch } from '../workspace/patch.ts';
+import { commitSetupState, extractPatch, type ExtractedPatch, type SetupState } from '../workspace/patch.ts';
 import { runTestCommand, snapshotWorktree, type TestOutcome } from './test-command.ts';
 
 /** A setup command from the repository's configuration failed: the user's to fix, not retried. */
@@ -43,6 +43,8 @@ export interface SandboxSessionInput {
   /** Where setup may connect; null: setup runs without any network. */
   setupNetwork: SetupNetworkProvider | null;
   setupTimeoutSeconds: number;
+  /** Called with each setup command's outcome as it finishes (the failing one included). */
+  onSetupOutcome?: ((outcome: TestOutcome) => void) | undefined;
   testCommand?: string | undefined;
   testTimeoutSeconds: number;
   issue: { title: string; body: string };
@@ -108,9 +110,9 @@ async function runPhases(input: SandboxSessionInput, sandbox: Sandbox, network: 
   const check = () => {
     if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
   };
-  let patchBase = input.baseCommit;
+  let setupState: SetupState | undefined;
   if (input.setup.length > 0) {
-    patchBase = await phase('setup', () => runSetup(input, sandbox, network));
+    setupState = await phase('setup', () => runSetup(input, sandbox, network));
   }
   check();
   let tests: SandboxSessionResult['tests'] = null;
@@ -136,7 +138,7 @@ async function runPhases(input: SandboxSessionInput, sandbox: Sandbox, network: 
   );
   if (agent.exitReason === 'cancelled') return { agent, patch: null, tests };
   // After a tool_error the sandbox may be gone: keep the agent's result and report no patch.
-  const patch = await phase('patch', () => takePatch(sandbox, input.baseCommit, patchBase)).catch((err: unknown) => {
+  const patch = await phase('patch', () => takePatch(sandbox, input.baseCommit, setupState)).catch((err: unknown) => {
     if (agent.exitReason === 'tool_error') return null;
     throw err;
   });
@@ -151,11 +153,12 @@ async function runPhases(input: SandboxSessionInput, sandbox: Sandbox, network: 
  * Setup commands run through the egress proxy; then every process they left is killed, the network
  * is cut, and what they changed is committed so that the patch holds only the agent's work.
  */
-async function runSetup(input: SandboxSessionInput, sandbox: Sandbox, network: SetupNetwork | null): Promise<string> {
+async function runSetup(input: SandboxSessionInput, sandbox: Sandbox, network: SetupNetwork | null): Promise<SetupState> {
   await sandbox.takeOver();
   for (const command of input.setup) {
     if (input.signal?.aborted) throw new CancelledError(reasonText(input.signal.reason));
     const outcome = await runTestCommand(sandbox, command, input.setupTimeoutSeconds, { env: network?.env ?? {}, what: `the setup command \`${command}\`` });
+    input.onSetupOutcome?.(outcome);
     if (outcome.outcome !== 'passed') throw new SetupError(command, outcome);
   }
   await sandbox.takeOver();
@@ -174,7 +177,7 @@ async function testUntouched(sandbox: Sandbox, command: string, timeoutSeconds: 
 }
 
 /** The patch is read over a fresh toolbox, after every process the agent left has been killed. */
-async function takePatch(sandbox: Sandbox, baseCommit: string, patchBase: string): Promise<ExtractedPatch> {
+async function takePatch(sandbox: Sandbox, baseCommit: string, setup: SetupState | undefined): Promise<ExtractedPatch> {
   await sandbox.takeOver();
-  return extractPatch(sandbox, baseCommit, patchBase);
+  return extractPatch(sandbox, baseCommit, setup);
 }

@@ -1,7 +1,10 @@
 import { SandboxError } from '../sandbox/errors.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
+import { findLeftovers, type LeftOutPath } from './leftovers.ts';
 
 const MAX_PATCH_BYTES = 64 * 1024 * 1024;
+/** NUL-separated path lists (the base commit's files, what changed). */
+const MAX_LIST_BYTES = 64 * 1024 * 1024;
 
 // The repository's .git is writable by the agent: neutralise everything in it that could run a
 // program or rewrite the diff (hooks, fsmonitor, external diff drivers, textconv, pagers).
@@ -10,6 +13,14 @@ export const SANDBOX_GIT = ['git', '-c', 'core.hooksPath=/dev/null', '-c', 'core
 export interface ExtractedPatch {
   diff: Buffer;
   files: string[];
+  /** Changed files that are not part of the change (build leftovers, setup output), and why. */
+  leftOut: LeftOutPath[];
+}
+
+/** What the setup commands left: the commit recording it, and the untracked files they created. */
+export interface SetupState {
+  commit: string;
+  created: string[];
 }
 
 /**
@@ -17,46 +28,95 @@ export interface ExtractedPatch {
  * included, binary-safe (`git add -A`, `git diff --cached --binary <base>`, `git reset`). It
  * leaves the container as data; host git never runs inside the agent's .git.
  *
- * With `changedSince` (the commit recording what setup commands did), only the files the agent
- * changed after it are included, still diffed against the base commit, so that the patch applies
- * to the repository as it is on GitHub while setup output stays out.
+ * Left out, by putting them back in the index as they are at the base commit before the diff:
+ * files setup created (`setup.created`), build leftovers (findLeftovers: bytecode, caches,
+ * installed packages, unless the repository tracks such paths), and, when setup changed anything,
+ * files the agent did not touch after it (`setup.commit`), so that the patch applies to the
+ * repository as it is on GitHub while setup output stays out.
  */
-export async function extractPatch(sandbox: Sandbox, baseCommit: string, changedSince?: string): Promise<ExtractedPatch> {
+export async function extractPatch(sandbox: Sandbox, baseCommit: string, setup?: SetupState): Promise<ExtractedPatch> {
   const workdir = sandbox.options.workdir;
   const run = (args: string[], keepBytes?: number) => sandbox.exec(args, { cwd: workdir, timeoutSeconds: 300, ...(keepBytes ? { keepBytes } : {}) });
+  const list = async (what: string, args: string[]): Promise<string[]> => {
+    const res = await run([...SANDBOX_GIT, ...args], MAX_LIST_BYTES);
+    if (res.exitCode !== 0) throw new SandboxError(`${what} failed in the sandbox: ${res.stderr.toString().trim()}`);
+    if (res.stdoutBytes > MAX_LIST_BYTES) throw new SandboxError(`${what} listed more than ${MAX_LIST_BYTES} bytes of paths; refusing to take the patch`);
+    return res.stdout.toString('utf8').split('\0').filter(Boolean);
+  };
+  const diffArgs = ['--cached', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color'];
   const add = await run([...SANDBOX_GIT, 'add', '-A']);
   if (add.exitCode !== 0) throw new SandboxError(`git add -A failed in the sandbox: ${add.stderr.toString().trim()}`);
   try {
-    let pathspec: string[] = [];
-    if (changedSince && changedSince !== baseCommit) {
-      const touched = await run([...SANDBOX_GIT, 'diff', '--cached', '--name-only', '-z', '--no-renames', changedSince]);
-      pathspec = touched.stdout.toString('utf8').split('\0').filter(Boolean);
-      if (pathspec.length === 0) return { diff: Buffer.alloc(0), files: [] };
-      pathspec = ['--', ...pathspec];
+    let changed = await list('listing the changed files', ['diff', ...diffArgs, '--name-only', '-z', baseCommit]);
+    if (changed.length === 0) return { diff: Buffer.alloc(0), files: [], leftOut: [] };
+    const revert: string[] = [];
+    if (setup && setup.commit !== baseCommit) {
+      const touched = new Set(await list('listing the files changed after setup', ['diff', ...diffArgs, '--name-only', '-z', setup.commit]));
+      revert.push(...changed.filter((p) => !touched.has(p)));
+      changed = changed.filter((p) => touched.has(p));
     }
-    const literal = pathspec.length > 0 ? ['--literal-pathspecs'] : [];
-    const diffArgs = ['--cached', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color'];
-    const diff = await run([...SANDBOX_GIT, ...literal, 'diff', ...diffArgs, '--binary', baseCommit, ...pathspec], MAX_PATCH_BYTES);
+    const tracked = await list('listing the files of the base commit', ['ls-tree', '-r', '-z', '--name-only', '--full-tree', baseCommit]);
+    const { leftOut } = findLeftovers({ paths: changed, tracked, setupCreated: new Set(setup?.created ?? []) });
+    revert.push(...leftOut.map((l) => l.path));
+    if (revert.length > 0) await resetToBase(sandbox, baseCommit, revert);
+    const diff = await run([...SANDBOX_GIT, 'diff', ...diffArgs, '--binary', baseCommit], MAX_PATCH_BYTES);
     if (diff.exitCode !== 0) throw new SandboxError(`git diff failed in the sandbox: ${diff.stderr.toString().trim()}`);
     if (diff.stdoutBytes > MAX_PATCH_BYTES) throw new SandboxError(`the patch is larger than ${MAX_PATCH_BYTES} bytes; refusing to publish it`);
-    const names = await run([...SANDBOX_GIT, ...literal, 'diff', ...diffArgs, '--name-only', '-z', baseCommit, ...pathspec]);
-    return { diff: diff.stdout, files: names.stdout.toString('utf8').split('\0').filter(Boolean) };
+    const files = await list('listing the patch\'s files', ['diff', ...diffArgs, '--name-only', '-z', baseCommit]);
+    return { diff: diff.stdout, files, leftOut };
   } finally {
     await run([...SANDBOX_GIT, 'reset', '-q', '--mixed', 'HEAD']);
   }
 }
 
+/** Bytes of paths one exec carries as arguments: well below the kernel's limit for a command line. */
+const ARG_CHUNK_BYTES = 96 * 1024;
+
+/**
+ * Puts `paths` back in the index as they are at `base` (a path the base lacks leaves the index).
+ * The list can be long (a node_modules/): it goes to a file in the container in chunks, and
+ * `git reset` reads it from there.
+ */
+async function resetToBase(sandbox: Sandbox, base: string, paths: string[]): Promise<void> {
+  const run = (args: string[]) => sandbox.exec(args, { cwd: sandbox.options.workdir, timeoutSeconds: 300 });
+  const made = await run(['mktemp', '/tmp/lilypad-pathspec.XXXXXX']);
+  const listFile = made.stdout.toString().trim();
+  if (made.exitCode !== 0 || !listFile) throw new SandboxError(`could not create a file in the sandbox's /tmp: ${made.stderr.toString().trim()}`);
+  try {
+    for (let i = 0; i < paths.length; ) {
+      const chunk: string[] = [];
+      let bytes = 0;
+      while (i < paths.length && (chunk.length === 0 || bytes + Buffer.byteLength(paths[i]!) + 1 <= ARG_CHUNK_BYTES)) {
+        bytes += Buffer.byteLength(paths[i]!) + 1;
+        chunk.push(paths[i++]!);
+      }
+      const append = await run(['/bin/bash', '-c', 'f=$1; shift; printf \'%s\\0\' "$@" >> "$f"', 'append', listFile, ...chunk]);
+      if (append.exitCode !== 0) throw new SandboxError(`writing the list of left-out files failed in the sandbox: ${append.stderr.toString().trim()}`);
+    }
+    const reset = await run([...SANDBOX_GIT, '--literal-pathspecs', 'reset', '-q', base, `--pathspec-from-file=${listFile}`, '--pathspec-file-nul']);
+    if (reset.exitCode !== 0) throw new SandboxError(`leaving files out of the patch failed in the sandbox: ${reset.stderr.toString().trim()}`);
+  } finally {
+    await run(['rm', '-f', '--', listFile]);
+  }
+}
+
 /**
  * Files the setup commands created or changed (build output, lock files, egg-info) are not the
- * agent's work: record them in a commit of their own; the patch then takes only what changed after.
+ * agent's work: record them in a commit of their own, and the untracked files among them by name;
+ * the patch then takes only what changed after, and never a file setup created.
  */
-export async function commitSetupState(sandbox: Sandbox, baseCommit: string): Promise<string> {
+export async function commitSetupState(sandbox: Sandbox, baseCommit: string): Promise<SetupState> {
   const git = [...SANDBOX_GIT, '-c', 'user.name=Lilypad', '-c', 'user.email=lilypad@localhost'];
-  const run = (args: string[]) => sandbox.exec(args, { cwd: sandbox.options.workdir, timeoutSeconds: 300 });
+  const run = (args: string[], keepBytes?: number) => sandbox.exec(args, { cwd: sandbox.options.workdir, timeoutSeconds: 300, ...(keepBytes ? { keepBytes } : {}) });
   const status = await run([...git, 'status', '--porcelain']);
-  if (status.exitCode !== 0 || status.stdout.length === 0) return baseCommit;
+  if (status.exitCode !== 0 || status.stdout.length === 0) return { commit: baseCommit, created: [] };
+  const untracked = await run([...git, 'ls-files', '-z', '--others', '--exclude-standard'], MAX_LIST_BYTES);
+  if (untracked.exitCode !== 0 || untracked.stdoutBytes > MAX_LIST_BYTES) {
+    throw new SandboxError(`listing the files the setup commands created failed in the sandbox: ${untracked.stderr.toString().trim() || 'too many files'}`);
+  }
+  const created = untracked.stdout.toString('utf8').split('\0').filter(Boolean);
   await run([...git, 'add', '-A']);
   const commit = await run([...git, 'commit', '-q', '--no-verify', '-m', 'State after the setup commands']);
-  if (commit.exitCode !== 0) return baseCommit;
-  return (await run([...git, 'rev-parse', 'HEAD'])).stdout.toString().trim() || baseCommit;
+  if (commit.exitCode !== 0) return { commit: baseCommit, created };
+  return { commit: (await run([...git, 'rev-parse', 'HEAD'])).stdout.toString().trim() || baseCommit, created };
 }
