@@ -46,6 +46,12 @@ const LIVE_JS = `
   }
   source.addEventListener('update', function (e) { apply(e.data); });
   source.addEventListener('done', function () { source.close(); location.reload(); });
+  // The server ended the stream: the session ended or GitHub no longer grants access.
+  source.addEventListener('denied', function () {
+    source.close();
+    var note = document.getElementById('live-note');
+    if (note) note.textContent = 'Live updates stopped: your sign-in or your access to this repository ended. Reload to check.';
+  });
 })();
 `;
 

@@ -10,6 +10,12 @@ export interface RunPageContext {
   /** The GitHub web origin (https://github.com or the GHE host), for issue and user links. */
   githubWeb: string;
   user?: PageFrame['user'];
+  /**
+   * The full view, for people with write access to the repository. Readers get the reader view:
+   * no merged configuration (it can come from a private organisation `.github` repository) and
+   * no worker host.
+   */
+  full: boolean;
 }
 
 /** The whole run page. Live runs carry the live script and the resume point for its event stream. */
@@ -20,11 +26,11 @@ export function renderRunPage(run: LoadedRun, ctx: RunPageContext): string {
   const body =
     `<article class="run" id="run" data-run="${esc(s.runId)}"${live ? ` data-live="1" data-events="/runs/${encodeURIComponent(s.runId)}/events?after=${encodeURIComponent(run.lastEventId)}"` : ''}>` +
     `<h1>${esc(`${s.owner}/${s.repo}`)} <a href="${esc(`${ctx.githubWeb}/${s.owner}/${s.repo}/issues/${s.issueNumber}`)}">#${s.issueNumber}</a> ${outcomeBadge(s.outcome, live)}</h1>` +
-    `<section id="stats" class="stats">${renderStats(v, live)}</section>` +
+    `<section id="stats" class="stats">${renderStats(v, live, ctx.full)}</section>` +
     `<section id="finish">${renderFinish(v)}</section>` +
     `<section><h2>Context and step time</h2><div id="chart">${renderChart(chartPoints(v.steps))}</div></section>` +
     `<section><h2>Task, as the model got it</h2>${renderTask(v)}</section>` +
-    `<section><h2>Configuration</h2>${renderConfig(v)}</section>` +
+    `<section><h2>Configuration</h2>${ctx.full ? renderConfig(v) : '<p class="muted" id="config-hidden">Shown to people with write access to the repository.</p>'}</section>` +
     `<section id="tests">${renderTests(v)}</section>` +
     `<section id="warnings">${renderWarnings(v)}</section>` +
     `<section><h2>Timeline</h2><ol class="timeline" id="timeline">${v.steps.map(renderStep).join('')}</ol>${live ? '<p class="live-note" id="live-note">Live: new steps appear as the agent takes them.</p>' : ''}</section>` +
@@ -50,7 +56,7 @@ function chartPoints(steps: Step[]): ChartPoint[] {
   });
 }
 
-function renderStats(v: RunView, live: boolean): string {
+function renderStats(v: RunView, live: boolean, full: boolean): string {
   const s = v.summary;
   const end = s.finishedAt ? Date.parse(s.finishedAt) : Date.now();
   const pairs: Array<[string, string]> = [
@@ -63,7 +69,7 @@ function renderStats(v: RunView, live: boolean): string {
     ['Cached tokens', formatCount(s.cachedTokens)],
     ['Completion tokens', formatCount(s.completionTokens)],
     ['Triggered by', `@${s.triggeredBy}`],
-    ['Worker', `${s.workerId} (attempt ${s.attempt})`],
+    full ? ['Worker', `${s.workerId} (attempt ${s.attempt})`] : ['Attempt', String(s.attempt)],
   ];
   const pr = s.pr ? `<dt>Pull request</dt><dd><a href="${esc(s.pr.url)}">#${s.pr.number}</a></dd>` : '';
   return `<dl>${pairs.map(([k, val]) => `<dt>${esc(k)}</dt><dd>${esc(val)}</dd>`).join('')}${pr}</dl>`;
@@ -159,6 +165,6 @@ function renderPhases(v: RunView): string {
 }
 
 /** What the live page replaces after an event: section id → inner HTML. */
-export function liveSections(v: RunView): Record<string, string> {
-  return { stats: renderStats(v, true), chart: renderChart(chartPoints(v.steps)), tests: renderTests(v), warnings: renderWarnings(v) };
+export function liveSections(v: RunView, full: boolean): Record<string, string> {
+  return { stats: renderStats(v, true, full), chart: renderChart(chartPoints(v.steps)), tests: renderTests(v), warnings: renderWarnings(v) };
 }

@@ -10,16 +10,22 @@ export interface RunsListInput {
   /** Repositories the user may read among the stored runs (for the filter). */
   repos: string[];
   filter: { repo: string; outcome: string };
-  queue: QueueSummary | null;
+  /** Null when Redis could not be read; 'hidden' for viewers without write access anywhere. */
+  queue: QueueSummary | null | 'hidden';
+  /** Why some runs may be missing (an installation GitHub did not list), shown above the table. */
+  notices?: string[];
   githubWeb: string;
   user?: PageFrame['user'];
 }
 
 export function renderRunsList(input: RunsListInput): string {
   const q = input.queue;
-  const queue = q
-    ? `<dl class="queue" id="queue"><dt>Waiting</dt><dd>${q.waiting}</dd><dt>Active</dt><dd>${q.active}</dd><dt>Delayed</dt><dd>${q.delayed}</dd><dt>Failed</dt><dd>${q.failed}</dd><dt>Oldest waiting</dt><dd>${q.oldestWaitingSeconds === null ? '—' : esc(formatMs(q.oldestWaitingSeconds * 1000))}</dd></dl>`
-    : '<p class="error">The queue could not be read from Redis.</p>';
+  const queue = q === 'hidden'
+    ? ''
+    : q
+    ? `<section><h2>Queue</h2><dl class="queue" id="queue"><dt>Waiting</dt><dd>${q.waiting}</dd><dt>Active</dt><dd>${q.active}</dd><dt>Delayed</dt><dd>${q.delayed}</dd><dt>Failed</dt><dd>${q.failed}</dd><dt>Oldest waiting</dt><dd>${q.oldestWaitingSeconds === null ? '—' : esc(formatMs(q.oldestWaitingSeconds * 1000))}</dd></dl></section>`
+    : '<section><h2>Queue</h2><p class="error">The queue could not be read from Redis.</p></section>';
+  const notices = (input.notices ?? []).map((n) => `<p class="error notice">${esc(n)}</p>`).join('');
   const option = (value: string, label: string, selected: string) => `<option value="${esc(value)}"${value === selected ? ' selected' : ''}>${esc(label)}</option>`;
   const filters =
     `<form class="filters" method="get" action="/runs"><label>Repository <select name="repo">${option('', 'all', input.filter.repo)}${input.repos.map((r) => option(r, r, input.filter.repo)).join('')}</select></label>` +
@@ -38,5 +44,5 @@ export function renderRunsList(input: RunsListInput): string {
   const table = rows
     ? `<table class="runs" id="runs"><thead><tr><th>started</th><th>repository</th><th>issue / PR</th><th>outcome</th><th>duration</th><th>steps</th><th>tokens</th></tr></thead><tbody>${rows}</tbody></table>`
     : '<p class="muted" id="runs">No runs you can see match.</p>';
-  return page({ title: 'Lilypad runs', user: input.user }, `<h1>Runs</h1><section><h2>Queue</h2>${queue}</section><section>${filters}${table}</section>`);
+  return page({ title: 'Lilypad runs', user: input.user }, `<h1>Runs</h1>${queue}<section>${notices}${filters}${table}</section>`);
 }

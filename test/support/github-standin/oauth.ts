@@ -4,11 +4,12 @@
  * `POST /login/oauth/access_token` (code for a `ghu_` user-to-server token, checked against the
  * app's client id and secret), and the REST calls made with such a token: `GET /api/v3/user` and
  * `GET /api/v3/repos/{owner}/{repo}` (200 only when the user can read the repository and the app is
- * installed on its owner, as GitHub intersects the two; otherwise 404).
+ * installed on its owner, as GitHub intersects the two; otherwise 404), `GET /api/v3/repositories/{id}`
+ * (the same, by id), and `GET /api/v3/user/installations[/{id}/repositories]` (paginated, Link header).
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { DOCS_ROOT, type StandinState } from './state.ts';
+import { DOCS_ROOT, type RepoRec, type StandinState, type UserRec } from './state.ts';
 
 interface CodeRec {
   login: string;
@@ -150,15 +151,52 @@ export async function handleOAuth(req: IncomingMessage, res: ServerResponse, url
     json(res, 200, state.user(user));
     return true;
   }
+  const withPermissions = (repo: RepoRec) => {
+    const role = state.roleOf(repo, user);
+    const write = role === 'write' || role === 'maintain' || role === 'admin';
+    return { ...state.repo(repo), permissions: { admin: role === 'admin', maintain: role === 'maintain' || role === 'admin', push: write, triage: write || role === 'triage', pull: true } };
+  };
   const repoPath = /^\/repos\/([^/]+)\/([^/]+)$/.exec(api);
-  if (req.method === 'GET' && repoPath) {
-    const repo = state.findRepo(decodeURIComponent(repoPath[1]!), decodeURIComponent(repoPath[2]!));
+  const repoIdPath = /^\/repositories\/(\d+)$/.exec(api);
+  if (req.method === 'GET' && (repoPath || repoIdPath)) {
+    // GET /repositories/{id} answers as /repos/{owner}/{repo} does, by the id that survives renames.
+    const repo = repoPath ? state.findRepo(decodeURIComponent(repoPath[1]!), decodeURIComponent(repoPath[2]!)) : state.repoById(Number(repoIdPath![1]));
     const role = repo ? state.roleOf(repo, user) : 'none';
     if (repo && role !== 'none' && state.installationFor(repo.owner)) {
-      const write = role === 'write' || role === 'maintain' || role === 'admin';
-      json(res, 200, { ...state.repo(repo), permissions: { admin: role === 'admin', maintain: role === 'maintain' || role === 'admin', push: write, triage: write || role === 'triage', pull: true } });
+      json(res, 200, withPermissions(repo));
       return true;
     }
+  }
+  // GET /user/installations and /user/installations/{id}/repositories: as GitHub, only what the user
+  // has explicit access to (owner or collaborator; a public repository they merely can read is not listed).
+  const explicitRepos = (account: UserRec) => [...state.repos.values()].filter((r) => r.owner === account && state.isCollaborator(r, user)).sort((a, b) => a.id - b.id);
+  const reachable = [...state.installations.values()].filter((i) => i.account === user || explicitRepos(i.account).length > 0).sort((a, b) => a.id - b.id);
+  const instRepos = /^\/user\/installations\/(\d+)\/repositories$/.exec(api);
+  if (req.method === 'GET' && (api === '/user/installations' || instRepos)) {
+    const inst = instRepos ? reachable.find((i) => i.id === Number(instRepos[1])) : undefined;
+    if (instRepos && !inst) {
+      json(res, 404, { message: 'Not Found', documentation_url: DOCS_ROOT, status: '404' });
+      return true;
+    }
+    const repos = inst ? explicitRepos(inst.account) : [];
+    const count = inst ? repos.length : reachable.length;
+    const perPage = Math.min(100, Math.max(1, Number(url.searchParams.get('per_page') ?? 30) || 30));
+    const pageNo = Math.max(1, Number(url.searchParams.get('page') ?? 1) || 1);
+    const last = Math.max(1, Math.ceil(count / perPage));
+    const from = (pageNo - 1) * perPage;
+    const link = (n: number, rel: string) => {
+      const u = new URL(url.toString());
+      u.searchParams.set('per_page', String(perPage));
+      u.searchParams.set('page', String(n));
+      return `<${u.toString()}>; rel="${rel}"`;
+    };
+    const links = [...(pageNo < last ? [link(pageNo + 1, 'next'), link(last, 'last')] : []), ...(pageNo > 1 ? [link(1, 'first'), link(pageNo - 1, 'prev')] : [])];
+    const body = inst
+      ? { total_count: count, repository_selection: 'all', repositories: repos.slice(from, from + perPage).map(withPermissions) }
+      : { total_count: count, installations: reachable.slice(from, from + perPage).map((i) => state.installation(i)) };
+    const data = Buffer.from(JSON.stringify(body));
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': String(data.length), ...(links.length ? { link: links.join(', ') } : {}) }).end(data);
+    return true;
   }
   json(res, 404, { message: 'Not Found', documentation_url: DOCS_ROOT, status: '404' });
   return true;

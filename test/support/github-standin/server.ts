@@ -240,6 +240,12 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     const url = new URL(req.url ?? '/', origin);
     try {
       if (await manifestFlow.handle(req, res, url)) return; // GitHub's app manifest flow (manifest.ts)
+      // Injected failures apply to user-token (ghu_) REST calls too, which oauth.ts would otherwise answer first.
+      const userTokenCall = /^(?:token|bearer)\s+ghu_/i.test(req.headers.authorization ?? '') && url.pathname.startsWith('/api/v3/');
+      if (userTokenCall && failures.some((f) => f.left > 0 && f.rule.match({ method: req.method ?? 'GET', path: url.pathname.slice('/api/v3'.length), body: undefined }))) {
+        await onApi(req, res, url, receivedAt);
+        return;
+      }
       if (await handleOAuth(req, res, url, state, webhookSecret)) return; // OAuth web flow and user-token calls (oauth.ts)
       if (url.pathname === '/api/v3' || url.pathname.startsWith('/api/v3/') || url.pathname === '/api/graphql') {
         await onApi(req, res, url, receivedAt);
