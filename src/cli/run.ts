@@ -1,9 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import type Docker from 'dockerode';
 import { loadEnv, type Env } from '../config/env.ts';
 import { createLogger } from '../observability/logger.ts';
 import { newRunId, runLocal, type LocalRunOptions, type LocalRunResult } from '../pipeline/local-run.ts';
+import { EgressProxy, parseEgressPolicy, parsePrivateAllow } from '../sandbox/egress.ts';
 import { dockerForSandboxes } from '../sandbox/runtime.ts';
+import { LABEL_RUN } from '../sandbox/sandbox.ts';
 import { parseCommandArgs, positiveInt } from './args.ts';
 import { UsageError } from './usage-error.ts';
 
@@ -18,6 +21,9 @@ Options:
   --title <text>       issue title (instead of --issue)
   --body <text>        issue body (with --title)
   --test <command>     test command, run in the sandbox before and after the agent
+  --setup <command>    setup command (repeatable, run in order before the tests), with
+                       network only through the egress proxy (LILYPAD_SETUP_EGRESS);
+                       a failing one stops the run
   --image <name>       sandbox image (default: LILYPAD_SANDBOX_IMAGE)
   --out <dir>          output directory (default: $LILYPAD_DATA_DIR/runs/<run id>)
   --max-steps <N>      model calls allowed (default: LILYPAD_MAX_STEPS, 150)
@@ -35,6 +41,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       title: { type: 'string' },
       body: { type: 'string' },
       test: { type: 'string' },
+      setup: { type: 'string', multiple: true },
       image: { type: 'string' },
       out: { type: 'string' },
       'max-steps': { type: 'string' },
@@ -50,6 +57,10 @@ export async function runCommand(argv: string[]): Promise<number> {
   }
   const maxSteps = positiveInt('lilypad run', '--max-steps', values['max-steps']);
   const maxTime = positiveInt('lilypad run', '--max-time', values['max-time']);
+  const setup = values.setup ?? [];
+  for (const [i, command] of setup.entries()) {
+    if (!command.trim()) throw new UsageError(`--setup number ${i + 1} is empty; give the command to run, e.g. --setup "pip install -e ."`);
+  }
   const env = loadEnv();
   if (!values.repo) throw new UsageError(`--repo is required\n\n${HELP}`);
   if (values.issue && values.title) throw new UsageError('give either --issue <file.md> or --title, not both');
@@ -73,6 +84,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   if (!/^https?:\/\/[^/]+/.test(baseURL)) throw new UsageError(`--base-url must be an http(s) URL such as http://127.0.0.1:30000/v1, got "${baseURL}"`);
   // LILYPAD_SANDBOX_RUNTIME is checked against the engine before any model request or container.
   const docker = await dockerForSandboxes(env);
+  const image = values.image ?? env.LILYPAD_SANDBOX_IMAGE;
 
   const controller = new AbortController();
   let signals = 0;
@@ -93,16 +105,24 @@ export async function runCommand(argv: string[]): Promise<number> {
   // Structured logs go to a file beside the results; the terminal gets the human summary.
   const logger = createLogger({ level: env.LOG_LEVEL, secrets: [env.OPENAI_API_KEY], destination: path.join(outDir, 'lilypad.log') });
   let result: LocalRunResult;
+  let proxy: EgressProxy | null = null;
   try {
+    if (setup.length > 0) {
+      say('  egress proxy for the setup commands…');
+      proxy = await startSetupProxy(env, docker, image, runId);
+    }
     result = await runLocal({
       runId,
       repo: values.repo,
       title,
       body,
       testCommand: values.test,
+      setup,
+      setupNetwork: proxy,
+      setupTimeoutSeconds: env.LILYPAD_SETUP_TIMEOUT_SECONDS,
       outDir,
       ...localRunSettings(env),
-      image: values.image ?? env.LILYPAD_SANDBOX_IMAGE,
+      image,
       baseURL,
       model: values.model ?? env.LILYPAD_MODEL,
       budgets: {
@@ -117,6 +137,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       onProgress: (p) => say(`  agent: step ${p.step}, ~${p.tokens} context tokens${p.lastTool ? `, ran ${p.lastTool}` : ''}`),
     });
   } finally {
+    await proxy?.stop();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
@@ -125,6 +146,23 @@ export async function runCommand(argv: string[]): Promise<number> {
   if (result.exit_reason === 'cancelled') return 130;
   if (result.exit_reason === 'error' || result.exit_reason === 'llm_query_error' || result.exit_reason === 'tool_error') return 1;
   return 0;
+}
+
+/**
+ * The same egress proxy and allowlist a worker starts for the app's setup commands
+ * (LILYPAD_SETUP_EGRESS, LILYPAD_SETUP_EGRESS_PRIVATE), for this one run; null when the policy is
+ * `none` (setup then runs without any network).
+ */
+async function startSetupProxy(env: Env, docker: Docker, image: string, runId: string): Promise<EgressProxy | null> {
+  const policy = parseEgressPolicy(env.LILYPAD_SETUP_EGRESS, { githubHost: env.GHE_HOST ?? 'github.com' });
+  if (policy.mode === 'none') return null;
+  return EgressProxy.start(docker, {
+    image: env.LILYPAD_EGRESS_IMAGE,
+    policy,
+    privateAllow: parsePrivateAllow(env.LILYPAD_SETUP_EGRESS_PRIVATE),
+    labels: { [LABEL_RUN]: runId },
+    sandboxImage: image,
+  });
 }
 
 /** The sandbox, model-client and budget settings every local run takes from the environment (`lilypad run`, `lilypad eval`). */
@@ -161,6 +199,13 @@ function summary(r: LocalRunResult): string {
     `model: ${r.model ?? '-'}  steps: ${r.steps}  tokens: ${r.tokens ? `${r.tokens.prompt_tokens} prompt / ${r.tokens.completion_tokens} completion` : '-'}  time: ${((r.durations_ms['total'] ?? 0) / 1000).toFixed(1)}s`,
     `patch: ${r.patch.empty ? 'empty' : `${r.patch.files.length} file(s), ${r.patch.bytes} bytes: ${r.patch.files.join(', ')}`}`,
   ];
+  if (r.patch.left_out.length > 0) {
+    const what = (g: LocalRunResult['patch']['left_out'][number]) => (g.rule === 'setup' ? `${g.count} file(s) of the setup commands' output` : `${g.count} build leftover(s) (\`${g.rule}\`)`);
+    lines.push(`left out of the patch: ${r.patch.left_out.map(what).join(', ')}; why: see result.json`);
+  }
+  for (const s of r.setup?.commands ?? []) {
+    lines.push(`setup (${s.command}): ${s.outcome}${s.exitCode !== null ? ` (exit ${s.exitCode})` : ''}, ${(s.durationMs / 1000).toFixed(1)}s`);
+  }
   if (r.tests) {
     const t = (o: typeof r.tests.before) => (o ? `${o.outcome}${o.exitCode !== null ? ` (exit ${o.exitCode})` : ''}` : 'not run');
     lines.push(`tests (${r.tests.command}): before ${t(r.tests.before)}, after ${t(r.tests.after)}`);

@@ -10,8 +10,9 @@ import { JsonlTrajectory } from '../agent/trajectory.ts';
 import type { Logger } from '../observability/logger.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import { CancelledError } from '../sandbox/errors.ts';
+import { groupLeftOut, type LeftOutGroup } from '../workspace/leftovers.ts';
 import { cloneLocalRepository, type LocalCheckout } from '../workspace/local-clone.ts';
-import { runSandboxSession } from './sandbox-session.ts';
+import { runSandboxSession, SetupError, type SetupNetworkProvider } from './sandbox-session.ts';
 import type { TestOutcome } from './test-command.ts';
 
 export interface LocalRunOptions {
@@ -46,8 +47,12 @@ export interface LocalRunOptions {
   logger?: Logger;
   /** How the code is obtained (default: a clone of `repo`'s HEAD). `lilypad eval` checks out an instance's base commit. */
   checkout?: () => Promise<LocalCheckout>;
-  /** Commands run in the sandbox before the tests and the agent, without network (default: none). */
+  /** Commands run in the sandbox, in order, before the tests and the agent (default: none). */
   setup?: string[];
+  /** Where setup may connect (the egress proxy); absent or null: setup runs without any network. */
+  setupNetwork?: SetupNetworkProvider | null;
+  /** Per setup command (default: testTimeoutSeconds). */
+  setupTimeoutSeconds?: number;
   /** Extra container labels (`lilypad eval` marks its sandboxes with its run id). */
   labels?: Record<string, string>;
 }
@@ -67,8 +72,11 @@ export interface LocalRunResult {
   context_tokens: number;
   model_retries: number;
   durations_ms: Record<string, number>;
+  /** The setup commands as they ran (a failing one ends the list and the run). */
+  setup: { network: 'egress proxy' | 'none'; commands: TestOutcome[] } | null;
   tests: { command: string; before: TestOutcome | null; after: TestOutcome | null } | null;
-  patch: { files: string[]; bytes: number; empty: boolean };
+  /** `left_out`: changed files that are not in patch.diff (build leftovers, setup output), by rule, with why. */
+  patch: { files: string[]; bytes: number; empty: boolean; left_out: LeftOutGroup[] };
   warnings: string[];
   error?: string;
   out_dir: string;
@@ -114,8 +122,9 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
     context_tokens: 0,
     model_retries: 0,
     durations_ms: durations,
+    setup: opts.setup && opts.setup.length > 0 ? { network: opts.setupNetwork ? 'egress proxy' : 'none', commands: [] } : null,
     tests: opts.testCommand ? { command: opts.testCommand, before: null, after: null } : null,
-    patch: { files: [], bytes: 0, empty: true },
+    patch: { files: [], bytes: 0, empty: true, left_out: [] },
     warnings,
     out_dir: opts.outDir,
   };
@@ -161,8 +170,9 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
       workerId: os.hostname(),
       ...(opts.labels ? { labels: opts.labels } : {}),
       setup: opts.setup ?? [],
-      setupNetwork: null,
-      setupTimeoutSeconds: opts.testTimeoutSeconds,
+      setupNetwork: opts.setupNetwork ?? null,
+      setupTimeoutSeconds: opts.setupTimeoutSeconds ?? opts.testTimeoutSeconds,
+      onSetupOutcome: (o) => result.setup?.commands.push(o),
       testCommand: opts.testCommand,
       testTimeoutSeconds: opts.testTimeoutSeconds,
       issue: { title: issue.title, body: issue.body },
@@ -190,12 +200,16 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
     if (agent.exitReason === 'cancelled') throw new CancelledError();
     if (session.patch) {
       patchBytes = session.patch.diff;
-      result.patch = { files: session.patch.files, bytes: patchBytes.length, empty: patchBytes.length === 0 };
+      result.patch = { files: session.patch.files, bytes: patchBytes.length, empty: patchBytes.length === 0, left_out: groupLeftOut(session.patch.leftOut, 20) };
     }
   } catch (err) {
     if (err instanceof CancelledError || opts.signal?.aborted) {
       result.exit_reason = 'cancelled';
       result.error = 'the run was cancelled';
+    } else if (err instanceof SetupError) {
+      // As in the app: a failing setup command is the user's to fix, and nothing after it ran.
+      const tail = err.outcome.outputTail.trim().split('\n').slice(-10).join('\n');
+      result.error = `${err.message}, so the run stopped before the tests and the agent${tail ? `; its output ended with:\n${tail}` : ' (it printed nothing)'}`;
     } else {
       const message = (err as Error).message;
       result.error = result.error ? `${result.error}; ${message}` : message;

@@ -28,11 +28,11 @@ export interface SetupState {
  * included, binary-safe (`git add -A`, `git diff --cached --binary <base>`, `git reset`). It
  * leaves the container as data; host git never runs inside the agent's .git.
  *
- * Left out, by putting them back in the index as they are at the base commit before the diff:
- * files setup created (`setup.created`), build leftovers (findLeftovers: bytecode, caches,
- * installed packages, unless the repository tracks such paths), and, when setup changed anything,
- * files the agent did not touch after it (`setup.commit`), so that the patch applies to the
- * repository as it is on GitHub while setup output stays out.
+ * Left out (findLeftovers decides), by putting them back in the index as they are at the base
+ * commit before the diff: files setup created (`setup.created`), files setup changed that the agent
+ * did not touch after it (`setup.commit`), and build leftovers (bytecode, caches, installed
+ * packages, unless the repository tracks such paths). The patch still applies to the repository
+ * as it is on GitHub.
  */
 export async function extractPatch(sandbox: Sandbox, baseCommit: string, setup?: SetupState): Promise<ExtractedPatch> {
   const workdir = sandbox.options.workdir;
@@ -47,18 +47,16 @@ export async function extractPatch(sandbox: Sandbox, baseCommit: string, setup?:
   const add = await run([...SANDBOX_GIT, 'add', '-A']);
   if (add.exitCode !== 0) throw new SandboxError(`git add -A failed in the sandbox: ${add.stderr.toString().trim()}`);
   try {
-    let changed = await list('listing the changed files', ['diff', ...diffArgs, '--name-only', '-z', baseCommit]);
+    const changed = await list('listing the changed files', ['diff', ...diffArgs, '--name-only', '-z', baseCommit]);
     if (changed.length === 0) return { diff: Buffer.alloc(0), files: [], leftOut: [] };
-    const revert: string[] = [];
+    let setupOnly: Set<string> | undefined;
     if (setup && setup.commit !== baseCommit) {
       const touched = new Set(await list('listing the files changed after setup', ['diff', ...diffArgs, '--name-only', '-z', setup.commit]));
-      revert.push(...changed.filter((p) => !touched.has(p)));
-      changed = changed.filter((p) => touched.has(p));
+      setupOnly = new Set(changed.filter((p) => !touched.has(p)));
     }
     const tracked = await list('listing the files of the base commit', ['ls-tree', '-r', '-z', '--name-only', '--full-tree', baseCommit]);
-    const { leftOut } = findLeftovers({ paths: changed, tracked, setupCreated: new Set(setup?.created ?? []) });
-    revert.push(...leftOut.map((l) => l.path));
-    if (revert.length > 0) await resetToBase(sandbox, baseCommit, revert);
+    const { leftOut } = findLeftovers({ paths: changed, tracked, setupCreated: new Set(setup?.created ?? []), ...(setupOnly ? { setupOnly } : {}) });
+    if (leftOut.length > 0) await resetToBase(sandbox, baseCommit, leftOut.map((l) => l.path));
     const diff = await run([...SANDBOX_GIT, 'diff', ...diffArgs, '--binary', baseCommit], MAX_PATCH_BYTES);
     if (diff.exitCode !== 0) throw new SandboxError(`git diff failed in the sandbox: ${diff.stderr.toString().trim()}`);
     if (diff.stdoutBytes > MAX_PATCH_BYTES) throw new SandboxError(`the patch is larger than ${MAX_PATCH_BYTES} bytes; refusing to publish it`);

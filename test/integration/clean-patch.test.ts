@@ -153,7 +153,7 @@ describe('clean patches', () => {
         { content: 'Done.' },
       ],
       {
-        setup: ['mkdir -p generated && echo "VALUE = 1" > generated/settings.py', 'echo "setup was here" >> README.md && python3 -c "import calc.ops"'],
+        setup: ['mkdir -p generated && echo "VALUE = 1" > generated/settings.py', 'echo "setup was here" >> README.md && echo "# setup" >> tests/__init__.py && python3 -c "import calc.ops"'],
         testCommand: 'python3 -m pytest -q',
         onSetupOutcome: (o) => outcomes.push(o),
       },
@@ -163,7 +163,10 @@ describe('clean patches', () => {
     assert.equal(result.tests!.after!.outcome, 'passed');
     const patch = result.patch!;
     assert.deepEqual(patchPaths(patch.diff), ['README.md', 'calc/ops.py']);
-    assert.ok(patch.leftOut.some((l) => l.path === 'generated/settings.py' && l.rule === 'setup'), JSON.stringify(patch.leftOut));
+    const setupLeft = patch.leftOut.filter((l) => l.rule === 'setup');
+    assert.deepEqual(setupLeft.map((l) => l.path).sort(), ['generated/settings.py', 'tests/__init__.py'], JSON.stringify(patch.leftOut));
+    assert.match(setupLeft.find((l) => l.path === 'generated/settings.py')!.reason, /created by the setup commands/);
+    assert.match(setupLeft.find((l) => l.path === 'tests/__init__.py')!.reason, /changed by the setup commands and not by the agent/);
     assert.doesNotMatch(patch.diff.toString('latin1'), /__pycache__|generated\//);
   });
 });
