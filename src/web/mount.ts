@@ -29,7 +29,13 @@ export function mountWebExtras(env: Env, redisUrl: string, logger: Logger): WebE
       ? { clientId: env.GITHUB_CLIENT_ID, clientSecret: env.GITHUB_CLIENT_SECRET, webOrigin: env.GHE_HOST ? `${env.GHE_PROTOCOL}://${env.GHE_HOST}` : 'https://github.com', apiUrl: endpoints.apiUrl }
       : null;
   if (!oauth) logger.warn('run pages are off: set GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET (the GitHub App\'s OAuth client) to turn them on');
-  const pages = createRunPages({ store: runStoreFromEnv(redis, env), queue, oauth, publicUrl: publicUrlOf(env), logger });
+  const publicUrl = publicUrlOf(env);
+  // Session cookies are `__Host-` prefixed and Secure only over https (browsers refuse Secure cookies
+  // from most plain-http origins); plain http is for development on this machine.
+  if (oauth && !publicUrl.startsWith('https:') && !/^http:\/\/(localhost|127\.0\.0\.1|\[::1\])(:\d+)?(\/|$)/.test(publicUrl)) {
+    logger.warn({ publicUrl }, 'LILYPAD_PUBLIC_URL is plain http: run-page session cookies are not Secure; put the web role behind https (LILYPAD_PUBLIC_URL=https://...) outside development');
+  }
+  const pages = createRunPages({ store: runStoreFromEnv(redis, env), queue, oauth, publicUrl, logger });
   return {
     async handle(req, res) {
       if (req.url?.split('?')[0] === '/metrics' && req.method === 'GET') {
