@@ -111,20 +111,14 @@ export const LEFTOVER_RULES: readonly Rule[] = [
 
 export const SETUP_RULE = 'setup';
 const SETUP_CREATED = 'created by the setup commands before the agent started; setup output is not part of the change';
-const SETUP_CHANGED = 'changed by the setup commands and not by the agent; setup output is not part of the change';
 
 /**
- * Splits the changed paths into the change and what is left out of it: files that setup created
- * (`setupCreated`, the untracked files right after setup) or changed while the agent did not touch
- * them after (`setupOnly`), and build leftovers, except where the repository tracks such paths at
- * the base commit (`tracked`). New files the agent wrote elsewhere are kept, whatever they are.
+ * Splits the paths changed during the agent's phase into the change and what is left out of it:
+ * files that setup created (`setupCreated`, the untracked files right after setup) and build
+ * leftovers, except where the repository tracks such paths at the base commit (`tracked`). New
+ * files the agent wrote elsewhere are kept, whatever they are.
  */
-export function findLeftovers(input: {
-  paths: readonly string[];
-  tracked: readonly string[];
-  setupCreated?: ReadonlySet<string>;
-  setupOnly?: ReadonlySet<string>;
-}): { kept: string[]; leftOut: LeftOutPath[] } {
+export function findLeftovers(input: { paths: readonly string[]; tracked: readonly string[]; setupCreated?: ReadonlySet<string> }): { kept: string[]; leftOut: LeftOutPath[] } {
   const trackedSet = new Set(input.tracked);
   const present = new Set([...input.tracked, ...input.paths]);
   const hasAtBase = (f: string) => trackedSet.has(f);
@@ -136,10 +130,6 @@ export function findLeftovers(input: {
   for (const path of input.paths) {
     if (input.setupCreated?.has(path) && !trackedSet.has(path)) {
       leftOut.push({ path, rule: SETUP_RULE, reason: SETUP_CREATED });
-      continue;
-    }
-    if (input.setupOnly?.has(path)) {
-      leftOut.push({ path, rule: SETUP_RULE, reason: SETUP_CHANGED });
       continue;
     }
     const rule = trackedSet.has(path) ? undefined : active.find((r) => r.claim(path, hasNow) !== null);

@@ -28,11 +28,11 @@ export interface SetupState {
  * included, binary-safe (`git add -A`, `git diff --cached --binary <base>`, `git reset`). It
  * leaves the container as data; host git never runs inside the agent's .git.
  *
- * Left out (findLeftovers decides), by putting them back in the index as they are at the base
- * commit before the diff: files setup created (`setup.created`), files setup changed that the agent
- * did not touch after it (`setup.commit`), and build leftovers (bytecode, caches, installed
- * packages, unless the repository tracks such paths). The patch still applies to the repository
- * as it is on GitHub.
+ * Left out, by putting them back in the index as they are at the base commit before the diff:
+ * files the agent did not touch after setup (`setup.commit`), and what findLeftovers decides (and
+ * reports) among the rest: files setup created (`setup.created`) and build leftovers (bytecode,
+ * caches, installed packages, unless the repository tracks such paths). The patch still applies
+ * to the repository as it is on GitHub.
  */
 export async function extractPatch(sandbox: Sandbox, baseCommit: string, setup?: SetupState): Promise<ExtractedPatch> {
   const workdir = sandbox.options.workdir;
@@ -47,16 +47,19 @@ export async function extractPatch(sandbox: Sandbox, baseCommit: string, setup?:
   const add = await run([...SANDBOX_GIT, 'add', '-A']);
   if (add.exitCode !== 0) throw new SandboxError(`git add -A failed in the sandbox: ${add.stderr.toString().trim()}`);
   try {
-    const changed = await list('listing the changed files', ['diff', ...diffArgs, '--name-only', '-z', baseCommit]);
+    let changed = await list('listing the changed files', ['diff', ...diffArgs, '--name-only', '-z', baseCommit]);
     if (changed.length === 0) return { diff: Buffer.alloc(0), files: [], leftOut: [] };
-    let setupOnly: Set<string> | undefined;
+    // What only setup changed was never the agent's work: it goes without a mention, as it always did.
+    const revert: string[] = [];
     if (setup && setup.commit !== baseCommit) {
       const touched = new Set(await list('listing the files changed after setup', ['diff', ...diffArgs, '--name-only', '-z', setup.commit]));
-      setupOnly = new Set(changed.filter((p) => !touched.has(p)));
+      revert.push(...changed.filter((p) => !touched.has(p)));
+      changed = changed.filter((p) => touched.has(p));
     }
     const tracked = await list('listing the files of the base commit', ['ls-tree', '-r', '-z', '--name-only', '--full-tree', baseCommit]);
-    const { leftOut } = findLeftovers({ paths: changed, tracked, setupCreated: new Set(setup?.created ?? []), ...(setupOnly ? { setupOnly } : {}) });
-    if (leftOut.length > 0) await resetToBase(sandbox, baseCommit, leftOut.map((l) => l.path));
+    const { leftOut } = findLeftovers({ paths: changed, tracked, setupCreated: new Set(setup?.created ?? []) });
+    revert.push(...leftOut.map((l) => l.path));
+    if (revert.length > 0) await resetToBase(sandbox, baseCommit, revert);
     const diff = await run([...SANDBOX_GIT, 'diff', ...diffArgs, '--binary', baseCommit], MAX_PATCH_BYTES);
     if (diff.exitCode !== 0) throw new SandboxError(`git diff failed in the sandbox: ${diff.stderr.toString().trim()}`);
     if (diff.stdoutBytes > MAX_PATCH_BYTES) throw new SandboxError(`the patch is larger than ${MAX_PATCH_BYTES} bytes; refusing to publish it`);

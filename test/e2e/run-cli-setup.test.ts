@@ -113,7 +113,8 @@ describe('lilypad run: the quick start with pytest, and --setup', () => {
   });
 
   test('--setup commands run in order through the egress proxy before the tests; what they wrote stays out of the patch; result.json has them', async () => {
-    const model = await server(FIX_AND_TEST);
+    // The agent also appends to the file setup wrote: still setup's, still left out.
+    const model = await server([{ toolCalls: [bash('echo "# seen" >> settings.py')] }, ...FIX_AND_TEST]);
     // The tests need a module that only setup writes.
     const repo = makeRepo({ ...CALC, 'test_calc.py': 'from calc import add\nfrom settings import EXPECTED\n\n\ndef test_add():\n    assert add(2, 3) == EXPECTED\n' });
     const out = mkdtempSync(path.join(os.tmpdir(), 'lilypad-out-'));

@@ -163,10 +163,11 @@ describe('clean patches', () => {
     assert.equal(result.tests!.after!.outcome, 'passed');
     const patch = result.patch!;
     assert.deepEqual(patchPaths(patch.diff), ['README.md', 'calc/ops.py']);
+    // Reported: the setup file the agent edited. Not reported (never the agent's): tests/__init__.py, which only setup changed.
     const setupLeft = patch.leftOut.filter((l) => l.rule === 'setup');
-    assert.deepEqual(setupLeft.map((l) => l.path).sort(), ['generated/settings.py', 'tests/__init__.py'], JSON.stringify(patch.leftOut));
-    assert.match(setupLeft.find((l) => l.path === 'generated/settings.py')!.reason, /created by the setup commands/);
-    assert.match(setupLeft.find((l) => l.path === 'tests/__init__.py')!.reason, /changed by the setup commands and not by the agent/);
+    assert.deepEqual(setupLeft.map((l) => l.path), ['generated/settings.py'], JSON.stringify(patch.leftOut));
+    assert.match(setupLeft[0]!.reason, /created by the setup commands/);
+    assert.ok(!patch.leftOut.some((l) => l.path === 'tests/__init__.py'));
     assert.doesNotMatch(patch.diff.toString('latin1'), /__pycache__|generated\//);
   });
 });
