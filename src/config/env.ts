@@ -33,6 +33,8 @@ export const envSchema = z.object({
   LILYPAD_SANDBOX_CPUS: positiveNumber(2),
   LILYPAD_SANDBOX_PIDS: positiveInt(1024),
   LILYPAD_SANDBOX_DISK_MB: positiveInt(10240),
+  // The engine's OCI runtime for sandboxes (runsc: gVisor); unset keeps the engine's default. Checked against `docker info` at start.
+  LILYPAD_SANDBOX_RUNTIME: optionalText.refine((v) => v === undefined || /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(v), 'must be a runtime name the Docker engine lists (docker info: Runtimes), e.g. runsc'),
   LILYPAD_TOOLBOX_MAX_LINE_MB: positiveInt(64),
   LILYPAD_SETUP_EGRESS: z.string().default('registries'),
   LILYPAD_SETUP_EGRESS_PRIVATE: z.string().default(''),

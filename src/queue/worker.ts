@@ -19,8 +19,9 @@ import { handleEvent } from '../pipeline/triggers.ts';
 import { SandboxSlots } from '../pipeline/sandbox-slots.ts';
 import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
 import { CancelBus, type CancelRequest } from './cancel-bus.ts';
-import { LABEL_INSTANCE, LABEL_JOB, LABEL_PREFIX, startHeartbeat, sweepDeadInstances, sweepOwnLeftovers } from './heartbeat.ts';
+import { installationId, LABEL_INSTALLATION, LABEL_INSTANCE, LABEL_JOB, LABEL_PREFIX, markInstanceDir, startHeartbeat, sweepDeadInstances, sweepOwnLeftovers } from './heartbeat.ts';
 import { EgressProxy, parseEgressPolicy, parsePrivateAllow } from '../sandbox/egress.ts';
+import { checkSandboxRuntime } from '../sandbox/runtime.ts';
 import { EVENTS_QUEUE, RUNS_QUEUE, eventJobSchema, reportedNumber, runJobSchema, type EventJob, type RunJob } from './jobs.ts';
 import { createRedis } from './redis.ts';
 import { bullRunQueue } from './run-queue.ts';
@@ -44,7 +45,7 @@ export interface WorkerRuntime {
 
 const RECONCILE = 'reconcile';
 export { LABEL_JOB };
-export { LABEL_INSTANCE };
+export { LABEL_INSTANCE, LABEL_INSTALLATION };
 
 /**
  * A worker process: handles webhook events (cheap, several at once) and runs issue jobs (one
@@ -52,6 +53,8 @@ export { LABEL_INSTANCE };
  */
 export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const { env, logger } = opts;
+  // A runtime the engine does not have stops the worker before any container or job.
+  await checkSandboxRuntime(opts.docker, env);
   const workerId = opts.workerId ?? env.LILYPAD_WORKER_ID ?? os.hostname();
   const instance = `${workerId}-${process.pid}-${Date.now().toString(36)}`;
   const prefix = env.LILYPAD_QUEUE_PREFIX;
@@ -63,15 +66,18 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const runStore = runStoreFromEnv(redis, env);
   const eventsQueue = new Queue<EventJob>(EVENTS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
 
+  // Every container and network this worker makes carries the installation's id; sweeps touch nothing else.
+  const installation = await installationId(redis, prefix, { dataDir: env.LILYPAD_DATA_DIR, redisUrl: opts.redisUrl });
   // Containers of this machine whose job is no longer running (a crash, a kill -9) go first.
-  const swept = await sweepOrphans(opts.docker, runsQueue, workerId).catch(() => 0);
+  const swept = await sweepOrphans(opts.docker, runsQueue, workerId, installation).catch(() => 0);
   if (swept > 0) logger.warn({ workerId, swept }, 'removed sandboxes left behind by an earlier worker');
 
   // Every instance keeps a heartbeat; every minute each worker removes what dead instances left on
   // its machine (sandboxes, proxies, setup networks, temp dirs), whatever their host name was.
-  const heartbeat = startHeartbeat(redis, prefix, instance, logger);
+  const heartbeat = startHeartbeat(redis, prefix, instance, logger, installation);
   const tmpRoot = path.join(env.LILYPAD_DATA_DIR, 'tmp');
   await mkdir(path.join(tmpRoot, instance), { recursive: true });
+  await markInstanceDir(path.join(tmpRoot, instance), installation);
   // Workspaces are made with mkdtemp(os.tmpdir()): keep them where the sweep can find them.
   process.env['TMPDIR'] = path.join(tmpRoot, instance);
   /** The jobs this instance is running now: sandboxes and networks of its other jobs are leftovers. */
@@ -80,14 +86,14 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const sweep = async () => {
     if (sweeping) return;
     sweeping = true;
-    const done = await sweepDeadInstances(opts.docker, redis, prefix, tmpRoot, instance)
+    const done = await sweepDeadInstances(opts.docker, redis, { prefix, installation }, tmpRoot, instance)
       .catch((err: Error) => {
         logger.warn({ err: err.message }, 'sweep failed');
         return null;
       })
       .finally(() => (sweeping = false));
     if (done && done.instances.length > 0) logger.warn(done, 'removed what stopped worker instances left behind');
-    const own = await sweepOwnLeftovers(opts.docker, instance, liveRuns).catch((err: Error) => {
+    const own = await sweepOwnLeftovers(opts.docker, instance, liveRuns, installation).catch((err: Error) => {
       logger.warn({ err: err.message }, 'sweep of own leftovers failed');
       return null;
     });
@@ -98,7 +104,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   sweeper.unref();
 
   // Setup commands reach the network only through this worker's egress proxy (or not at all).
-  const setupNetwork = opts.setupNetwork !== undefined ? opts.setupNetwork : await startEgress(env, opts.docker, { [LABEL_WORKER]: workerId, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix }, logger);
+  const setupNetwork = opts.setupNetwork !== undefined ? opts.setupNetwork : await startEgress(env, opts.docker, { [LABEL_WORKER]: workerId, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix, [LABEL_INSTALLATION]: installation }, logger);
 
   const events = new Worker<EventJob>(
     EVENTS_QUEUE,
@@ -144,7 +150,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   /** A BullMQ job, handed to the pipeline's job runner; its verdicts become BullMQ's. */
   async function processRun(job: Job<RunJob, RunJobOutcome>, token: string | undefined, signal: AbortSignal): Promise<RunJobOutcome> {
     const data = runJobSchema.parse(job.data);
-    const labels = { [LABEL_JOB]: job.id!, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix };
+    const labels = { [LABEL_JOB]: job.id!, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix, [LABEL_INSTALLATION]: installation };
     const run = {
       id: job.id!,
       data,
@@ -278,9 +284,12 @@ async function startEgress(env: Env, docker: Docker, labels: Record<string, stri
   return proxy;
 }
 
-/** Removes this machine's sandboxes whose job is not active any more. */
-async function sweepOrphans(docker: Docker, runs: Queue<RunJob>, workerId: string): Promise<number> {
-  const list = await docker.listContainers({ all: true, filters: { label: [`${LABEL_WORKER}=${workerId}`, LABEL_JOB] } });
+/**
+ * Removes this machine's sandboxes whose job is not active any more. Only this installation's:
+ * another one's jobs are not in this Redis, so its live sandboxes would look like orphans.
+ */
+async function sweepOrphans(docker: Docker, runs: Queue<RunJob>, workerId: string, installation: string): Promise<number> {
+  const list = await docker.listContainers({ all: true, filters: { label: [`${LABEL_WORKER}=${workerId}`, `${LABEL_INSTALLATION}=${installation}`, LABEL_JOB] } });
   let removed = 0;
   for (const c of list) {
     const jobId = c.Labels[LABEL_JOB];

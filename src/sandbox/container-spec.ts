@@ -1,13 +1,14 @@
 import type Docker from 'dockerode';
 import { withDeadline } from './deadline.ts';
 import { SandboxError, SandboxImageError } from './errors.ts';
+import { sandboxRuntimeOf } from './runtime.ts';
 import type { SandboxOptions } from './sandbox.ts';
 
 const DOCKER_CALL_MS = 60_000;
 /** Where an image's user is root and the administrator allowed it anyway, the agent runs as this. */
 const FALLBACK_AGENT_USER = '1000:1000';
 
-type ContainerSpecInput = Pick<SandboxOptions, 'image' | 'memoryMb' | 'cpus' | 'pids' | 'diskMb' | 'network' | 'runId'> & { labels: Record<string, string> };
+type ContainerSpecInput = Pick<SandboxOptions, 'image' | 'memoryMb' | 'cpus' | 'pids' | 'diskMb' | 'network' | 'runId' | 'runtime'> & { labels: Record<string, string> };
 
 /** True for a user spec that means uid 0: unset, `root`, `0`, with or without a group. */
 function isRootUser(user: string): boolean {
@@ -46,6 +47,7 @@ const noQuota = new WeakSet<Docker>();
  */
 export async function createHardenedContainer(docker: Docker, input: ContainerSpecInput): Promise<{ container: Docker.Container; quota: boolean }> {
   const diskBytes = input.diskMb ? input.diskMb * 1024 * 1024 : undefined;
+  const runtime = input.runtime ?? sandboxRuntimeOf(docker);
   const spec = (quota: boolean): Docker.ContainerCreateOptions => ({
     name: `lilypad-${input.runId}`,
     Image: input.image,
@@ -67,6 +69,8 @@ export async function createHardenedContainer(docker: Docker, input: ContainerSp
       Init: true,
       Privileged: false,
       AutoRemove: false,
+      // LILYPAD_SANDBOX_RUNTIME (e.g. runsc): unset keeps the engine's default runtime.
+      ...(runtime ? { Runtime: runtime } : {}),
       // RLIMIT_FSIZE is in bytes: no single file may outgrow the disk cap.
       ...(diskBytes ? { Ulimits: [{ Name: 'fsize', Soft: diskBytes, Hard: diskBytes }] } : {}),
       ...(quota && input.diskMb ? { StorageOpt: { size: `${input.diskMb}M` } } : {}),

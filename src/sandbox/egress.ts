@@ -1,9 +1,11 @@
+import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import type Docker from 'dockerode';
 import { z } from 'zod';
 import { ConfigError } from '../config/env.ts';
 import { SandboxError } from './errors.ts';
+import { sandboxRuntimeOf } from './runtime.ts';
 import { LABEL_MANAGED, LABEL_RUN } from './sandbox.ts';
 
 /**
@@ -143,15 +145,52 @@ const ALWAYS_REFUSED = [
   '192.0.0.0/24', // IETF protocol assignments
   '192.168.0.0/16', // RFC 1918
   '198.18.0.0/15', // benchmarking
+  '192.0.2.0/24', // documentation (TEST-NET-1)
+  '192.88.99.0/24', // 6to4 relay anycast (deprecated)
+  '198.51.100.0/24', // documentation (TEST-NET-2)
+  '203.0.113.0/24', // documentation (TEST-NET-3)
   '224.0.0.0/4', // multicast
   '240.0.0.0/4', // reserved and broadcast
   '::/128', // unspecified
   '::1/128', // loopback
-  '64:ff9b::/96', // NAT64: IPv4 addresses inside IPv6
+  // IPv6 ranges that carry an IPv4 address inside: a translator or relay on the way would take a
+  // name resolving there to that IPv4 address (10.0.0.1 as 64:ff9b::a00:1 or 2002:a00:1::), past
+  // the IPv4 refusals. They are refused whole. IPv4-mapped ::ffff:0:0/96 is not listed: Squid
+  // keeps every IPv4 address in that form, so the IPv4 ranges above already cover it (and listing
+  // it would refuse all of IPv4).
+  '::/96', // IPv4-compatible (deprecated)
+  '::ffff:0:0:0/96', // IPv4-translated (SIIT)
+  '64:ff9b::/96', // NAT64, well-known prefix
+  '64:ff9b:1::/48', // NAT64, local use
+  '100::/64', // discard-only
+  '2001::/32', // Teredo (the client's IPv4 address, obfuscated, in the low bits)
+  '2001:db8::/32', // documentation
+  '2002::/16', // 6to4
   'fc00::/7', // unique local
+  'fec0::/10', // site-local (deprecated, still routed by some stacks)
   'fe80::/10', // link-local
   'ff00::/8', // multicast
 ];
+
+/** Squid stores IPv4 addresses as IPv4-mapped IPv6: a range inside it in an ACL means IPv4 addresses. */
+const IPV4_MAPPED = '::ffff:0:0/96';
+
+/** The ranges refused whatever LILYPAD_SETUP_EGRESS_PRIVATE says (before this machine's addresses are added). */
+export function builtInRefused(): AddressRange[] {
+  return ALWAYS_REFUSED.map(mustParseCidr);
+}
+
+/**
+ * Whether `ip` falls in a refused range, read the way Squid reads it: an IPv4-mapped IPv6 address
+ * (::ffff:a.b.c.d) is the IPv4 address a.b.c.d.
+ */
+export function addressRefused(ip: string, refused: readonly AddressRange[]): boolean {
+  const parsed = parseCidr(ip);
+  if (!parsed) return false;
+  const mapped = mustParseCidr(IPV4_MAPPED);
+  const target = contains(mapped, parsed) ? { family: 4 as const, base: parsed.base & 0xffffffffn, prefix: 32 } : parsed;
+  return refused.some((r) => contains(r, target));
+}
 
 // Ranges LILYPAD_SETUP_EGRESS_PRIVATE may not open: nothing legitimate lives there.
 const NEVER_EXEMPT = ['0.0.0.0/8', '127.0.0.0/8', '169.254.0.0/16', '224.0.0.0/4', '240.0.0.0/4', '::/128', '::1/128', 'fe80::/10', 'ff00::/8'];
@@ -166,6 +205,9 @@ export function parsePrivateAllow(value: string): AddressRange[] {
     const range = parseCidr(entry);
     const fail = (problem: string, fix: string) => new ConfigError(`${PRIVATE_VAR}=${JSON.stringify(value)}: ${JSON.stringify(entry)} ${problem}; ${fix}`);
     if (!range) throw fail('is not an address range', 'give CIDRs separated by commas, e.g. LILYPAD_SETUP_EGRESS_PRIVATE=10.20.0.0/16,10.30.1.5');
+    if (overlaps(mustParseCidr(IPV4_MAPPED), range)) {
+      throw fail('is an IPv4-mapped IPv6 range', 'give the IPv4 range itself (e.g. 10.20.0.0/16 for ::ffff:10.20.0.0/112)');
+    }
     if (formatCidr(range) !== normalCidrText(entry, range)) {
       throw fail('has bits set after its prefix', `did you mean ${formatCidr(range)}?`);
     }
@@ -297,7 +339,12 @@ export function renderSquidPolicy(policy: SquidPolicy): string {
     const names = policy.allow.length > 0 ? policy.allow : ['invalid'];
     for (const d of names) lines.push(`acl lilypad_allowed dstdomain -n .${d}`);
   }
-  for (const r of policy.refused) lines.push(`acl lilypad_refused_dst dst ${formatCidr(r)}`);
+  const mapped = mustParseCidr(IPV4_MAPPED);
+  for (const r of policy.refused) {
+    // Squid would read such a range as IPv4 addresses (all of IPv4, for the whole ::ffff:0:0/96).
+    if (overlaps(mapped, r)) throw new SandboxError(`refusing to put ${formatCidr(r)} in the egress policy: give IPv4-mapped addresses as IPv4`);
+    lines.push(`acl lilypad_refused_dst dst ${formatCidr(r)}`);
+  }
   // No client ever has the broadcast address: a value that keeps the ACL defined but inert.
   const clients = policy.refusedClients.length > 0 ? policy.refusedClients.map(formatCidr) : ['255.255.255.255/32'];
   for (const c of clients) lines.push(`acl lilypad_outbound_clients src ${c}`);
@@ -325,27 +372,125 @@ function checkHostsFile(text: string): string {
 // Addresses of this machine
 // ---------------------------------------------------------------------------------------------
 
-/** This machine's own addresses and every Docker network's subnet and gateway. */
-async function localAddressRanges(docker: Docker): Promise<AddressRange[]> {
-  const ranges: AddressRange[] = [];
+/**
+ * This machine's own addresses: the worker's interfaces, the Docker host's (read in the host's
+ * network namespace: under Compose the worker's own namespace is a container's, and the host's
+ * addresses would be missed), `host.docker.internal` and the like from /etc/hosts, and every
+ * Docker network's subnet and gateway. IPv4-mapped forms are given as IPv4.
+ */
+async function localAddressRanges(docker: Docker, probeImage: string, labels: Record<string, string>): Promise<{ host: AddressRange[]; subnets: AddressRange[] }> {
+  const host: AddressRange[] = [];
+  const subnets: AddressRange[] = [];
+  const add = (to: AddressRange[], r: AddressRange | undefined) => {
+    if (!r) return;
+    const mapped = mustParseCidr(IPV4_MAPPED);
+    to.push(contains(mapped, r) ? { family: 4, base: r.base & 0xffffffffn, prefix: Math.max(0, r.prefix - 96) } : r);
+  };
   for (const list of Object.values(os.networkInterfaces())) {
-    for (const addr of list ?? []) {
-      const r = parseCidr(addr.address);
-      if (r) ranges.push(r);
-    }
+    for (const addr of list ?? []) add(host, parseCidr(addr.address));
   }
+  for (const r of await dockerHostAddresses(docker, probeImage, labels)) add(host, r);
+  for (const ip of await hostsFileGatewayAddresses()) add(host, parseCidr(ip));
   const networks = await bounded('listing Docker networks', docker.listNetworks()).catch((err: unknown) => {
     throw dockerFailure('listing Docker networks', err);
   });
   for (const n of networks) {
     for (const c of n.IPAM?.Config ?? []) {
-      for (const text of [c.Subnet, c.Gateway]) {
-        const r = text ? parseCidr(text) : undefined;
-        if (r) ranges.push(r);
-      }
+      add(subnets, c.Subnet ? parseCidr(c.Subnet) : undefined);
+      // A gateway is the host's end of the bridge: the host itself.
+      add(host, c.Gateway ? parseCidr(c.Gateway) : undefined);
     }
   }
-  return ranges;
+  return { host, subnets };
+}
+
+/** Names Docker and Compose give the host (extra_hosts: host-gateway); read from /etc/hosts, never looked up. */
+const HOST_GATEWAY_NAMES = new Set(['host.docker.internal', 'gateway.docker.internal', 'host-gateway']);
+
+async function hostsFileGatewayAddresses(file = '/etc/hosts'): Promise<string[]> {
+  const text = await readFile(file, 'utf8').catch(() => '');
+  const out: string[] = [];
+  for (const raw of text.split('\n')) {
+    const [ip = '', ...names] = raw.replace(/#.*/, '').trim().split(/\s+/);
+    if (net.isIP(ip) !== 0 && names.some((n) => HOST_GATEWAY_NAMES.has(n.toLowerCase()))) out.push(ip);
+  }
+  return out;
+}
+
+/**
+ * The Docker host's own addresses, read by a short-lived container in the host's network
+ * namespace (/proc/net/fib_trie's local routes and /proc/net/if_inet6), under the engine's default
+ * runtime (gVisor would show its own /proc/net). It runs `cat` from `image` (the egress image),
+ * without capabilities, on a read-only root. Fails closed: a policy that cannot know the host's
+ * addresses is not started.
+ */
+export async function dockerHostAddresses(docker: Docker, image: string, labels: Record<string, string> = {}): Promise<AddressRange[]> {
+  const what = "reading the Docker host's own addresses";
+  let container: Docker.Container;
+  try {
+    container = await bounded(
+      what,
+      docker.createContainer({
+        Image: image,
+        Entrypoint: ['cat', '/proc/net/fib_trie', '/proc/net/if_inet6'],
+        Cmd: [],
+        Env: [],
+        Labels: { ...labels, [LABEL_MANAGED]: 'true', [LABEL_ROLE]: ROLE_DISCOVERY },
+        HostConfig: {
+          NetworkMode: 'host',
+          CapDrop: ['ALL'],
+          SecurityOpt: ['no-new-privileges'],
+          ReadonlyRootfs: true,
+          Memory: 64 * 1024 * 1024,
+          MemorySwap: 64 * 1024 * 1024,
+          PidsLimit: 16,
+          Privileged: false,
+        },
+      }),
+    );
+  } catch (err) {
+    throw dockerFailure(what, err, { image, imageVar: 'LILYPAD_EGRESS_IMAGE' });
+  }
+  try {
+    await bounded(what, container.start());
+    const exit = await bounded(what, container.wait() as Promise<{ StatusCode?: number }>);
+    const { stdout, stderr } = demux(await bounded(what, container.logs({ stdout: true, stderr: true, follow: false })));
+    // if_inet6 is missing where the host has IPv6 off: cat still prints fib_trie and exits 1.
+    const ranges = parseHostAddresses(stdout);
+    if (ranges.filter((r) => r.family === 4).length === 0) {
+      throw new SandboxError(`${what} failed (exit ${exit.StatusCode}): ${stderr.trim().slice(-300) || 'no IPv4 address in /proc/net/fib_trie'}`);
+    }
+    return ranges;
+  } catch (err) {
+    throw dockerFailure(what, err);
+  } finally {
+    await bounded('removing the address probe', container.remove({ force: true, v: true })).catch(() => undefined);
+  }
+}
+
+/** The local addresses in /proc/net/fib_trie (`|-- a.b.c.d` then `/n host LOCAL`) and /proc/net/if_inet6 lines. */
+export function parseHostAddresses(text: string): AddressRange[] {
+  const out: AddressRange[] = [];
+  let last: string | undefined;
+  for (const line of text.split('\n')) {
+    const leaf = /^\s*\|--\s+(\d+\.\d+\.\d+\.\d+)\s*$/.exec(line);
+    if (leaf) {
+      last = leaf[1];
+      continue;
+    }
+    const local = /^\s*\/(\d+)\s+host\s+LOCAL\s*$/.exec(line);
+    if (local && last) {
+      const r = parseCidr(`${last}/${local[1]}`);
+      if (r) out.push(r);
+      continue;
+    }
+    const v6 = /^([0-9a-f]{32})\s/.exec(line);
+    if (v6?.[1]) {
+      const r = parseCidr(v6[1].match(/.{4}/g)!.join(':'));
+      if (r) out.push(r);
+    }
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -442,6 +587,7 @@ interface RegistryDiscovery {
 /** Runs the sandbox image once, hardened and without network, and reads which registries its tools use. */
 export async function discoverRegistryHosts(docker: Docker, sandboxImage: string, labels: Record<string, string> = {}): Promise<RegistryDiscovery> {
   const what = `reading the package registries configured in ${sandboxImage}`;
+  const discoveryRuntime = sandboxRuntimeOf(docker);
   let container: Docker.Container;
   try {
     container = await bounded(
@@ -454,6 +600,8 @@ export async function discoverRegistryHosts(docker: Docker, sandboxImage: string
         WorkingDir: '/',
         Labels: { ...labels, [LABEL_MANAGED]: 'true', [LABEL_ROLE]: ROLE_DISCOVERY },
         HostConfig: {
+          // It runs the sandbox image's own tools: under the sandboxes' runtime (LILYPAD_SANDBOX_RUNTIME).
+          ...(discoveryRuntime ? { Runtime: discoveryRuntime } : {}),
           NetworkMode: 'none',
           CapDrop: ['ALL'],
           SecurityOpt: ['no-new-privileges'],
@@ -585,10 +733,9 @@ export class EgressProxy {
   static async start(docker: Docker, opts: EgressProxyOptions): Promise<EgressProxy> {
     const { allow, notes } = await allowedNames(docker, opts);
     const outbound = opts.outboundNetwork ?? 'bridge';
-    const refused = refusedMinusExempt(
-      [...ALWAYS_REFUSED.map(mustParseCidr), ...(await localAddressRanges(docker))],
-      opts.privateAllow,
-    );
+    const local = await localAddressRanges(docker, opts.image, opts.labels);
+    // A private mirror may be exempted (LILYPAD_SETUP_EGRESS_PRIVATE); the host's own addresses never are.
+    const refused = refusedMinusExempt([...refusedMinusExempt([...ALWAYS_REFUSED.map(mustParseCidr), ...local.subnets], opts.privateAllow), ...local.host], []);
     const squid = renderSquidPolicy({ allow, refused, refusedClients: await networkSubnets(docker, outbound), dnsServers: opts.dnsServers });
     const hosts = opts.hostsFile === undefined ? '' : checkHostsFile(opts.hostsFile);
     const create = () => createProxyContainer(docker, opts, outbound, squid, hosts);
@@ -803,13 +950,16 @@ async function removeNetwork(docker: Docker, idOrName: string): Promise<void> {
   await bounded(`removing network ${idOrName}`, network.remove()).catch(() => undefined);
 }
 
-/** Removes egress proxies, setup networks and discovery containers carrying `label=value` (orphan sweeps). */
-export async function removeEgressLeftovers(docker: Docker, label: string, value: string): Promise<{ containers: number; networks: number }> {
-  const filter = `${label}=${value}`;
-  const containers = await bounded('listing egress containers', docker.listContainers({ all: true, filters: { label: [filter, LABEL_ROLE] } }));
+/**
+ * Removes egress proxies, setup networks and discovery containers carrying `label=value` and every
+ * label of `also` (orphan sweeps give their installation there: nothing of another one goes).
+ */
+export async function removeEgressLeftovers(docker: Docker, label: string, value: string, also: Record<string, string> = {}): Promise<{ containers: number; networks: number }> {
+  const filter = [`${label}=${value}`, ...Object.entries(also).map(([k, v]) => `${k}=${v}`)];
+  const containers = await bounded('listing egress containers', docker.listContainers({ all: true, filters: { label: [...filter, LABEL_ROLE] } }));
   const ours = containers.filter((c) => c.Labels[LABEL_ROLE] === ROLE_EGRESS || c.Labels[LABEL_ROLE] === ROLE_DISCOVERY);
   await Promise.all(ours.map((c) => bounded('removing an egress container', docker.getContainer(c.Id).remove({ force: true, v: true })).catch(() => undefined)));
-  const networks = await bounded('listing setup networks', docker.listNetworks({ filters: { label: [filter, `${LABEL_ROLE}=${ROLE_SETUP_NETWORK}`] } }));
+  const networks = await bounded('listing setup networks', docker.listNetworks({ filters: { label: [...filter, `${LABEL_ROLE}=${ROLE_SETUP_NETWORK}`] } }));
   await Promise.all(networks.map((n) => removeNetwork(docker, n.Id)));
   return { containers: ours.length, networks: networks.length };
 }

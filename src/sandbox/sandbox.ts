@@ -70,6 +70,11 @@ export interface SandboxOptions {
   deadlineMarginMs?: number | undefined;
   /** How often the disk watchdog measures the container when the engine has no quota. */
   diskCheckMs?: number | undefined;
+  /**
+   * The engine's OCI runtime for this container (runsc: gVisor). Unset: the one checkSandboxRuntime()
+   * bound to the Docker client (LILYPAD_SANDBOX_RUNTIME), else the engine's default.
+   */
+  runtime?: string | undefined;
 }
 
 export interface ToolResult {

@@ -525,11 +525,20 @@ def handle(req):
     raise ValueError("unknown op %r" % (op,))
 
 
+def write_all(fd, data):
+    # Under -u, sys.stdout.buffer is a raw file whose write() may take only part of the data and
+    # says so in its return value; gVisor (runsc) does that on the exec pipe past 64 KiB, where runc
+    # blocks until all is written. Loop, so that a long reply is never cut.
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def main():
     # Processes the agent starts run under the same uid: without this, any of them could open
     # /proc/<this pid>/fd/1 and write forged replies, or fd/0 and read the host's requests.
     nondumpable()
-    out = sys.stdout.buffer
+    out = sys.stdout.fileno()
     stdin = sys.stdin.buffer
     while True:
         line = stdin.readline()
@@ -546,8 +555,7 @@ def main():
             resp["ok"] = True
         except Exception as e:
             resp = {"id": req_id, "ok": False, "error": "%s: %s" % (type(e).__name__, e)}
-        out.write(json.dumps(resp, ensure_ascii=True).encode("ascii") + b"\n")
-        out.flush()
+        write_all(out, json.dumps(resp, ensure_ascii=True).encode("ascii") + b"\n")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,20 @@
 import os from 'node:os';
-import { createDockerClient, Sandbox, type ExecResult } from '../../src/sandbox/sandbox.ts';
+import type Docker from 'dockerode';
+import { dockerForSandboxes } from '../../src/sandbox/runtime.ts';
+import { Sandbox, type ExecResult } from '../../src/sandbox/sandbox.ts';
 
 export const TEST_IMAGE = process.env['LILYPAD_SANDBOX_IMAGE'] ?? 'lilypad-sandbox:latest';
 export const TEST_WORKDIR = '/testbed';
+/** LILYPAD_SANDBOX_RUNTIME for the suites (e.g. runsc); unset: the engine's default. */
+export const TEST_RUNTIME = process.env['LILYPAD_SANDBOX_RUNTIME']?.trim() || undefined;
+
+/**
+ * A Docker client with LILYPAD_SANDBOX_RUNTIME checked and bound, exactly as a command gets it:
+ * every sandbox a suite creates through it runs under that runtime.
+ */
+export function testDocker(): Promise<Docker> {
+  return dockerForSandboxes(process.env);
+}
 
 export type FileSpec = string | Buffer | { symlink: string } | { dir: true };
 
@@ -21,7 +33,7 @@ export interface Toolbox {
 
 /** A real hardened sandbox (real Docker engine) for tool and loop tests. */
 export async function openToolbox(opts: { runId?: string } = {}): Promise<Toolbox> {
-  const docker = createDockerClient();
+  const docker = await testDocker();
   const sandbox = await Sandbox.create(docker, {
     image: TEST_IMAGE,
     workdir: TEST_WORKDIR,

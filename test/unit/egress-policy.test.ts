@@ -2,10 +2,13 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConfigError } from '../../src/config/env.ts';
 import {
+  addressRefused,
+  builtInRefused,
   formatCidr,
   isHostName,
   parseCidr,
   parseEgressPolicy,
+  parseHostAddresses,
   parsePrivateAllow,
   refusedMinusExempt,
   renderSquidPolicy,
@@ -155,4 +158,75 @@ test('nothing unchecked reaches Squid syntax', () => {
   const base = { refused: [parseCidr('10.0.0.0/8')!], refusedClients: [] };
   assert.throws(() => renderSquidPolicy({ ...base, allow: ['allowed.test\nhttp_access allow all'] }), SandboxError);
   assert.throws(() => renderSquidPolicy({ ...base, allow: ['allowed.test'], dnsServers: ['127.0.0.1\nhttp_access allow all'] }), SandboxError);
+});
+
+// Addresses a name could resolve to that lead to a private or loopback IPv4 address through a
+// translator or relay on the way (NAT64, 6to4, Teredo, IPv4-mapped and -compatible forms).
+const EMBEDDING_ATTACKS = [
+  '64:ff9b::10.0.0.1', // NAT64 well-known prefix with a private IPv4
+  '64:ff9b::a9fe:a9fe', // NAT64 to 169.254.169.254 (cloud metadata)
+  '64:ff9b:1::a00:1', // NAT64 local-use prefix
+  '64:ff9b:1:ffff::7f00:1',
+  '2002:a00:1::1', // 6to4 of 10.0.0.1
+  '2002:7f00:1::', // 6to4 of 127.0.0.1
+  '2001:0:4136:e378:8000:63bf:f5ff:fffe', // Teredo (client 10.0.0.1, obfuscated)
+  '::ffff:10.0.0.1', // IPv4-mapped, as Squid reads it
+  '::ffff:127.0.0.1',
+  '::ffff:169.254.169.254',
+  '::ffff:0:10.0.0.1', // IPv4-translated (SIIT)
+  '::10.0.0.1', // IPv4-compatible
+  '::127.0.0.1',
+];
+
+test('IPv6 forms that carry a private or loopback IPv4 address are refused', () => {
+  const refused = builtInRefused();
+  for (const ip of EMBEDDING_ATTACKS) assert.ok(addressRefused(ip, refused), `${ip} must be refused`);
+});
+
+test('public addresses stay allowed, in IPv4, IPv6 and IPv4-mapped form', () => {
+  const refused = builtInRefused();
+  for (const ip of ['93.184.216.34', '2606:4700:4700::1111', '2a00:1450:4001:80b::200e', '::ffff:93.184.216.34', '8.8.8.8']) {
+    assert.equal(addressRefused(ip, refused), false, `${ip} must stay allowed`);
+  }
+});
+
+test('documentation and relay ranges are refused too', () => {
+  const refused = builtInRefused();
+  for (const ip of ['192.0.2.10', '198.51.100.1', '203.0.113.7', '192.88.99.1', '2001:db8::1', '100::1', 'fec0::1']) assert.ok(addressRefused(ip, refused), ip);
+});
+
+test('the Squid policy never carries an IPv4-mapped range (Squid would read it as IPv4 addresses; ::ffff:0:0/96 as all of them)', () => {
+  const refused = refusedMinusExempt(builtInRefused(), []);
+  const text = renderSquidPolicy({ allow: ['allowed.test'], refused, refusedClients: [] });
+  assert.doesNotMatch(text, /::ffff:/);
+  const listed = text.split('\n').flatMap((l) => (l.startsWith('acl lilypad_refused_dst dst ') ? [l.split(' ').at(-1)!] : []));
+  for (const r of ['64:ff9b:1::/48', '2002::/16', '2001::/32', '64:ff9b::/96', '::/96']) assert.ok(listed.includes(formatCidr(parseCidr(r)!)), `${r} is in the policy`);
+  assert.throws(() => renderSquidPolicy({ allow: ['a.test'], refused: [parseCidr('::ffff:0:0/96')!], refusedClients: [] }), SandboxError);
+  assert.throws(() => renderSquidPolicy({ allow: ['a.test'], refused: [parseCidr('::ffff:10.0.0.0/104')!], refusedClients: [] }), SandboxError);
+});
+
+test('LILYPAD_SETUP_EGRESS_PRIVATE refuses IPv4-mapped ranges and says to give the IPv4 range', () => {
+  assert.throws(() => parsePrivateAllow('::ffff:10.20.0.0/112'), configError(/IPv4-mapped.*10\.20\.0\.0\/16/));
+});
+
+test("the Docker host's addresses are read from /proc/net/fib_trie and /proc/net/if_inet6", () => {
+  const text = [
+    'Main:',
+    '  +-- 0.0.0.0/0 3 0 4',
+    '     |-- 0.0.0.0',
+    '        /0 universe UNICAST',
+    '           |-- 127.0.0.1',
+    '              /32 host LOCAL',
+    '           |-- 172.17.0.0',
+    '              /16 link UNICAST',
+    '           |-- 172.17.0.1',
+    '              /32 host LOCAL',
+    '           |-- 203.0.113.9',
+    '              /32 host LOCAL',
+    '        |-- 172.17.255.255',
+    '           /32 link BROADCAST',
+    '00000000000000000000000000000001 01 80 10 80       lo',
+    '2a0100000000000000000000000000aa 02 40 00 80     eth0',
+  ].join('\n');
+  assert.deepEqual(parseHostAddresses(text).map(formatCidr).sort(), ['0:0:0:0:0:0:0:1/128', '127.0.0.1/32', '172.17.0.1/32', '203.0.113.9/32', '2a01:0:0:0:0:0:0:aa/128'].sort());
 });

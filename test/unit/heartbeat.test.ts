@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 
-import { isAlive, startHeartbeat, sweepDeadInstances } from '../../src/queue/heartbeat.ts';
+import { isAlive, markInstanceDir, startHeartbeat, sweepDeadInstances } from '../../src/queue/heartbeat.ts';
 import { createDockerClient } from '../../src/sandbox/sandbox.ts';
 import { freePort, waitFor } from '../support/app-harness.ts';
 
@@ -15,6 +15,7 @@ import { freePort, waitFor } from '../support/app-harness.ts';
 // finds and removes nothing there.
 const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 
+const INSTALLATION = `inst-${randomBytes(8).toString('hex')}`;
 let redis: Redis;
 const prefixes: string[] = [];
 
@@ -92,26 +93,29 @@ describe('sweepDeadInstances', () => {
     await rm(tmpRoot, { recursive: true, force: true });
   });
 
-  test('removes the temp dirs of instances without a heartbeat, keeps its own and live ones', async () => {
+  test("removes the temp dirs of this installation's instances without a heartbeat, keeps its own, live ones and other installations'", async () => {
     const prefix = uniquePrefix();
     const root = path.join(tmpRoot, 'sweep');
     const tag = randomBytes(4).toString('hex');
-    const [self, live, dead] = [`self-${tag}`, `live-${tag}`, `dead-${tag}`];
-    for (const dir of [self, live, dead]) await mkdir(path.join(root, dir, 'ws'), { recursive: true });
+    const [self, live, dead, foreign, unmarked] = [`self-${tag}`, `live-${tag}`, `dead-${tag}`, `foreign-${tag}`, `unmarked-${tag}`];
+    for (const dir of [self, live, dead, foreign, unmarked]) await mkdir(path.join(root, dir, 'ws'), { recursive: true });
+    for (const dir of [self, live, dead]) await markInstanceDir(path.join(root, dir), INSTALLATION);
+    // Another installation sharing the data directory (its heartbeats are in another Redis).
+    await markInstanceDir(path.join(root, foreign), `inst-${randomBytes(8).toString('hex')}`);
     const { logger } = recordingLogger();
     const hb = startHeartbeat(redis, prefix, live, logger);
     try {
       await waitFor(() => isAlive(redis, prefix, live), 'the live heartbeat', 5000);
-      const summary = await sweepDeadInstances(createDockerClient(), redis, prefix, root, self, 0);
+      const summary = await sweepDeadInstances(createDockerClient(), redis, { prefix, installation: INSTALLATION }, root, self, 0);
       assert.deepEqual(summary, { instances: [dead], containers: 0, networks: 0, tmpDirs: 1 });
-      assert.deepEqual((await readdir(root)).sort(), [live, self].sort());
+      assert.deepEqual((await readdir(root)).sort(), [foreign, live, self, unmarked].sort());
     } finally {
       await hb.stop();
     }
   });
 
   test('a missing temp root is no error', async () => {
-    const summary = await sweepDeadInstances(createDockerClient(), redis, uniquePrefix(), path.join(tmpRoot, 'absent'), 'self', 0);
+    const summary = await sweepDeadInstances(createDockerClient(), redis, { prefix: uniquePrefix(), installation: INSTALLATION }, path.join(tmpRoot, 'absent'), 'self', 0);
     assert.deepEqual(summary, { instances: [], containers: 0, networks: 0, tmpDirs: 0 });
   });
 });

@@ -12,15 +12,16 @@ import { ToolboxChannel } from '../../../src/sandbox/channel.ts';
 import { SandboxDeadlineError } from '../../../src/sandbox/deadline.ts';
 import { SandboxBoundaryError, SandboxImageError, SandboxLimitError } from '../../../src/sandbox/errors.ts';
 import { helloSchema } from '../../../src/sandbox/protocol.ts';
-import { createDockerClient, LABEL_RUN, Sandbox, type SandboxOptions } from '../../../src/sandbox/sandbox.ts';
+import { LABEL_RUN, Sandbox, type SandboxOptions } from '../../../src/sandbox/sandbox.ts';
 import { runSandboxSession } from '../../../src/pipeline/sandbox-session.ts';
 import { runTestCommand } from '../../../src/pipeline/test-command.ts';
 import { faultTest } from '../../support/fault-table.ts';
 import { CALC_REPO, makeRepo } from '../../support/fixture-repo.ts';
 import { startModelServer, type ScriptedReply } from '../../support/model-server.ts';
-import { TEST_IMAGE } from '../../support/sandbox-harness.ts';
+import { TEST_IMAGE, testDocker } from '../../support/sandbox-harness.ts';
 
-const docker = createDockerClient();
+// Under LILYPAD_SANDBOX_RUNTIME (e.g. runsc) when it is set, as the worker would run them.
+const docker = await testDocker();
 const script = (name: string) => readFileSync(new URL(`./scripts/${name}`, import.meta.url), 'utf8');
 const uniq = (p: string) => `fault-${p}-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(16).slice(2, 6)}`;
 const options = (runId: string, extra: Partial<SandboxOptions> = {}): SandboxOptions => ({

@@ -1,9 +1,13 @@
+import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { after, before } from 'node:test';
 import type Docker from 'dockerode';
 import {
   discoverRegistryHosts,
+  dockerHostAddresses,
   EgressProxy,
+  formatCidr,
+  parseCidr,
   LABEL_ROLE,
   parseEgressPolicy,
   parsePrivateAllow,
@@ -13,10 +17,9 @@ import {
   type SetupNetwork,
 } from '../../../src/sandbox/egress.ts';
 import { SandboxError } from '../../../src/sandbox/errors.ts';
-import { createDockerClient, removeLabelled, Sandbox } from '../../../src/sandbox/sandbox.ts';
+import { removeLabelled, Sandbox } from '../../../src/sandbox/sandbox.ts';
 import {
   buildImage,
-  createTestNetwork,
   EGRESS_TEST_IMAGE,
   execIn,
   HTTP_PORT,
@@ -30,7 +33,7 @@ import {
   type TestServer,
 } from '../../support/egress-harness.ts';
 import { faultTest } from '../../support/fault-table.ts';
-import { TEST_IMAGE, TEST_WORKDIR } from '../../support/sandbox-harness.ts';
+import { TEST_IMAGE, TEST_WORKDIR, testDocker } from '../../support/sandbox-harness.ts';
 
 // Everything here stays on this machine: the proxy's outbound network is an internal network the
 // test creates (its "internet" is two containers the test starts), Squid's DNS server is
@@ -100,10 +103,15 @@ let outboundGateway = '';
 let proxyRequests = 0;
 
 before(async () => {
-  docker = createDockerClient();
+  // Sandboxes (and the registry discovery) under LILYPAD_SANDBOX_RUNTIME when it is set.
+  docker = await testDocker();
   await requireImages(docker, [TEST_IMAGE, EGRESS_TEST_IMAGE]);
   host = await listenOnHost();
-  await createTestNetwork(docker, OUTBOUND, labels, true);
+  // With IPv6 (a unique-local /64 of its own), so that Squid resolves and would connect to IPv6
+  // answers: the IPv4-embedding rows then test the policy, not a proxy without IPv6.
+  const h = randomBytes(5).toString('hex');
+  const v6 = `fd${h.slice(0, 2)}:${h.slice(2, 6)}:${h.slice(6, 10)}::/64`;
+  await docker.createNetwork({ Name: OUTBOUND, Driver: 'bridge', Internal: true, EnableIPv6: true, IPAM: { Config: [{ Subnet: v6 }] }, Labels: labels });
   outboundGateway = (await networkGateway(docker, OUTBOUND)) ?? '';
   registry = await startHttpServer(docker, { name: `lilypad-test-registry-${id}`, network: OUTBOUND, body: REGISTRY_BODY, labels });
   privateService = await startHttpServer(docker, { name: `lilypad-test-private-${id}`, network: OUTBOUND, body: PRIVATE_BODY, labels });
@@ -112,8 +120,17 @@ before(async () => {
     `${privateService.ip} private.test`,
     `${outboundGateway} host-gateway.test`,
     ...hostAddresses().map((a, i) => `${a} host-${i}.test`),
+    ...embeddedForms(privateService.ip).map(([name, ip]) => `${ip} ${name}`),
+    `::ffff:${registry.ip} mapped-allowed.test`,
   ].join('\n');
-  const allow = ['allowed.test', 'private.test', 'host-gateway.test', ...hostAddresses().map((_, i) => `host-${i}.test`)];
+  const allow = [
+    'allowed.test',
+    'private.test',
+    'host-gateway.test',
+    ...hostAddresses().map((_, i) => `host-${i}.test`),
+    ...embeddedForms(privateService.ip).map(([name]) => name),
+    'mapped-allowed.test',
+  ];
   proxy = await EgressProxy.start(docker, {
     image: EGRESS_TEST_IMAGE,
     policy: parseEgressPolicy(allow.join(','), { githubHost: 'git.test' }),
@@ -151,6 +168,20 @@ after(async () => {
   await removeLabelled(docker, TEST_LABEL, labels[TEST_LABEL]).catch(() => 0);
   await host?.close();
 });
+
+/** Names for IPv6 forms that carry `ipv4` inside (a translator or relay on the way would reach it). */
+function embeddedForms(ipv4: string): Array<[string, string]> {
+  const [a = 0, b = 0, c = 0, d = 0] = ipv4.split('.').map(Number);
+  const hex = (x: number, y: number) => ((x << 8) | y).toString(16);
+  return [
+    ['mapped.test', `::ffff:${ipv4}`],
+    ['nat64.test', `64:ff9b::${ipv4}`],
+    ['nat64-local.test', `64:ff9b:1::${hex(a, b)}:${hex(c, d)}`],
+    ['sixtofour.test', `2002:${hex(a, b)}:${hex(c, d)}::1`],
+    ['teredo.test', `2001:0:4136:e378:8000:63bf:${(0xffff ^ ((a << 8) | b)).toString(16)}:${(0xffff ^ ((c << 8) | d)).toString(16)}`],
+    ['compatible.test', `::${ipv4}`],
+  ];
+}
 
 /** This machine's IPv4 addresses (loopback and docker0 included). */
 function hostAddresses(): string[] {
@@ -214,6 +245,35 @@ faultTest(
       observed: `${results.map((r) => r.replace(/ SQUID ERR_ACCESS_DENIED 0/, '')).join('; ')}; host listener accepted ${seen} connection(s)`,
       pass: results.every((r) => refused(r.slice(r.indexOf(':') + 2))) && seen === 0,
     };
+  },
+);
+
+faultTest(
+  'setup command asks for allowlisted names that resolve to IPv6 forms carrying the private service address (IPv4-mapped, NAT64 well-known and local-use, 6to4, Teredo, IPv4-compatible)',
+  '403 (resolves-to-refused-address) for each: the IPv4-embedding ranges are refused whole',
+  async () => {
+    const results: string[] = [];
+    for (const [name, ip] of embeddedForms(privateService!.ip)) results.push(`${name} (${ip}): ${await probe('get', `http://${name}:${HTTP_PORT}/`)}`);
+    // Not part of the verdict: how Squid treats an IPv4-mapped answer for the exempted registry.
+    const mappedAllowed = await probe('get', `http://mapped-allowed.test:${HTTP_PORT}/`);
+    return {
+      observed: `${results.join('; ')}; (exempted registry as ::ffff: ${mappedAllowed.slice(0, 60)})`,
+      pass: results.every((r) => refused(r.slice(r.indexOf('): ') + 3))) && !results.join().includes(PRIVATE_BODY),
+    };
+  },
+);
+
+faultTest(
+  "the Docker host's own addresses, read from a container in the host's network namespace (the worker may itself run in a container under Compose)",
+  "every address of this machine's interfaces is among them, so the proxy refuses it whatever namespace the worker reads its own interfaces in",
+  async () => {
+    const found = (await dockerHostAddresses(docker, EGRESS_TEST_IMAGE, labels)).map(formatCidr);
+    const mine = Object.values(os.networkInterfaces())
+      .flatMap((list) => list ?? [])
+      .filter((a) => !a.address.startsWith('fe80'))
+      .map((a) => formatCidr(parseCidr(a.address)!));
+    const missing = mine.filter((m) => !found.includes(m));
+    return { observed: `${found.length} host address(es) read; this machine's ${mine.length} interface address(es) missing from them: ${missing.length ? missing.join(', ') : 'none'}`, pass: mine.length > 0 && missing.length === 0 };
   },
 );
 
