@@ -22,16 +22,15 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parse as parseYaml } from 'yaml';
 import { parseDotEnv } from '../../src/config/dotenv.ts';
-import { CALC_REPO } from '../support/fixture-repo.ts';
-import { freePort, titleOf, waitFor } from '../support/app-harness.ts';
-import { startGitHubStandin, type GitHubStandin } from '../support/github-standin/index.ts';
-import { startModelServer, type ModelServer } from '../support/model-server.ts';
+import { freePort, waitFor } from '../support/app-harness.ts';
+import type { GitHubStandin } from '../support/github-standin/index.ts';
+import type { ModelServer } from '../support/model-server.ts';
+import { OWNER, registerThroughBrowser, startNewOrg } from '../support/new-org.ts';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const COMPOSE_FILE = path.join(ROOT, 'docker/compose.yml');
 const HOST_NETWORK = path.join(ROOT, 'test/compose/host-network.yml');
-const OWNER = 'acme';
 const PROJECT = `lilypad-compose-test-${process.pid}`;
 const APP_IMAGE = 'lilypad:compose-test';
 
@@ -42,16 +41,6 @@ function composeCommand(): string[] {
   if (spawnSync('docker', ['compose', 'version'], { stdio: 'ignore' }).status === 0) return ['docker', 'compose'];
   if (spawnSync('docker-compose', ['version'], { stdio: 'ignore' }).status === 0) return ['docker-compose'];
   throw new Error('neither `docker compose` (v2) nor `docker-compose` (apt-get install docker-compose) is installed; set LILYPAD_COMPOSE to your Compose command');
-}
-
-const fix = (title: string) => [
-  { toolCalls: [{ name: 'Read', arguments: { file_path: 'calc.py' } }] },
-  { toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
-  { content: `Fixed ${title}.` },
-];
-
-function unescapeHtml(s: string): string {
-  return s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
 }
 
 const timings: Array<[string, number]> = [];
@@ -113,17 +102,7 @@ describe('docker/compose.yml', () => {
     const prFor = (n: number) => gh.pulls(OWNER, 'calc').find((p) => p.head.ref === `lilypad/issue-${n}`);
 
     before(async () => {
-      gh = await startGitHubStandin({ appSlug: 'lilypad' });
-      model = await startModelServer({
-        script: ({ body }) => {
-          const turn = body.messages.filter((m) => m.role === 'assistant').length;
-          return fix(titleOf(body))[turn] ?? { content: 'done' };
-        },
-      });
-      gh.createInstallation({ login: OWNER, type: 'Organization' });
-      gh.createUser('alice');
-      gh.createRepo(OWNER, 'calc', { files: CALC_REPO });
-      gh.addCollaborator(OWNER, 'calc', 'alice', 'maintain');
+      ({ gh, model } = await startNewOrg());
       webPort = await freePort();
       let nodeImage = process.env['LILYPAD_NODE_IMAGE'];
       if (!nodeImage) {
@@ -186,16 +165,8 @@ describe('docker/compose.yml', () => {
       );
       await waitFor(async () => /waiting for the GitHub App's credentials/.test(await logs('worker')), 'the worker waiting for registration', 60_000);
 
-      const page = await (await fetch(`${base()}/setup`)).text();
-      const action = unescapeHtml(/<form action="([^"]+)"/.exec(page)?.[1] ?? '');
-      const manifestJson = unescapeHtml(/name="manifest" value="([^"]+)"/.exec(page)?.[1] ?? '');
-      assert.match(action, new RegExp(`^${gh.origin}/settings/apps/new\\?state=[0-9a-f]+$`));
-      const manifest = JSON.parse(manifestJson) as { hook_attributes: { url: string } };
+      const { manifest } = await registerThroughBrowser(gh, base());
       assert.equal(manifest.hook_attributes.url, `${base()}/api/github/webhooks`);
-      const created = await fetch(action, { method: 'POST', body: new URLSearchParams({ manifest: manifestJson }), redirect: 'manual' });
-      assert.equal(created.status, 302);
-      const done = await fetch(created.headers.get('location')!);
-      assert.equal(done.status, 200, await done.text());
 
       // The credentials are in the settings file on the config volume, private to the container's user.
       const { stdout: envText } = await dc(['exec', '-T', 'web', 'sh', '-c', 'stat -c %a /config/.env && cat /config/.env']);

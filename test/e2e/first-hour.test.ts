@@ -13,23 +13,12 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { parseDotEnv } from '../../src/config/dotenv.ts';
-import { CALC_REPO } from '../support/fixture-repo.ts';
-import { freePort, titleOf, waitFor } from '../support/app-harness.ts';
-import { startGitHubStandin, type GitHubStandin } from '../support/github-standin/index.ts';
-import { startModelServer, type ModelServer } from '../support/model-server.ts';
+import { freePort, waitFor } from '../support/app-harness.ts';
+import type { GitHubStandin } from '../support/github-standin/index.ts';
+import type { ModelServer } from '../support/model-server.ts';
+import { OWNER, registerThroughBrowser, startNewOrg } from '../support/new-org.ts';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const OWNER = 'acme';
-
-const fix = (title: string) => [
-  { toolCalls: [{ name: 'Read', arguments: { file_path: 'calc.py' } }] },
-  { toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
-  { content: `Fixed ${title}.` },
-];
-
-function unescapeHtml(s: string): string {
-  return s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
-}
 
 describe('the first hour: register, install, label, get a pull request (no REDIS_URL, no restart)', () => {
   let gh: GitHubStandin;
@@ -70,17 +59,7 @@ describe('the first hour: register, install, label, get a pull request (no REDIS
   const prFor = (n: number) => gh.pulls(OWNER, 'calc').find((p) => p.head.ref === `lilypad/issue-${n}`);
 
   before(async () => {
-    gh = await startGitHubStandin({ appSlug: 'lilypad' });
-    model = await startModelServer({
-      script: ({ body }) => {
-        const turn = body.messages.filter((m) => m.role === 'assistant').length;
-        return fix(titleOf(body))[turn] ?? { content: 'done' };
-      },
-    });
-    gh.createInstallation({ login: OWNER, type: 'Organization' });
-    gh.createUser('alice');
-    gh.createRepo(OWNER, 'calc', { files: CALC_REPO });
-    gh.addCollaborator(OWNER, 'calc', 'alice', 'maintain');
+    ({ gh, model } = await startNewOrg());
     home = mkdtempSync(path.join(os.tmpdir(), 'lilypad-home-'));
     workdir = mkdtempSync(path.join(os.tmpdir(), 'lilypad-checkout-'));
     port = await freePort();
@@ -101,28 +80,15 @@ describe('the first hour: register, install, label, get a pull request (no REDIS
     assert.equal(early.status, 503);
     await waitFor(() => /webhook refused with 503: Lilypad has no GitHub App credentials/.test(output), 'the refusal log line', 5000);
 
-    // The setup page: a form that posts the manifest to GitHub's app-creation page.
-    const page = await (await fetch(`${base()}/setup`)).text();
-    const action = unescapeHtml(/<form action="([^"]+)"/.exec(page)?.[1] ?? '');
-    const manifestJson = unescapeHtml(/name="manifest" value="([^"]+)"/.exec(page)?.[1] ?? '');
-    assert.match(action, new RegExp(`^${gh.origin}/settings/apps/new\\?state=[0-9a-f]+$`));
+    // The setup page posts the manifest to GitHub's app-creation page; GitHub sends the browser back.
+    const { page, manifest, donePage } = await registerThroughBrowser(gh, base());
     assert.match(page, /GitHub cannot reach/); // localhost: the page says so and what to do
-    const manifest = JSON.parse(manifestJson) as Record<string, unknown>;
     assert.deepEqual(manifest['hook_attributes'], { url: `${base()}/api/github/webhooks`, active: true });
     assert.deepEqual(manifest['callback_urls'], [`${base()}/auth/callback`]);
     assert.equal(manifest['redirect_url'], `${base()}/setup/callback`);
     assert.equal(manifest['setup_url'], `${base()}/setup/installed`);
     assert.deepEqual(manifest['default_permissions'], { metadata: 'read', contents: 'write', issues: 'write', pull_requests: 'write' });
     assert.ok((manifest['default_events'] as string[]).includes('issues'));
-
-    // The browser posts it to GitHub, which creates the app and sends it back with a code.
-    const created = await fetch(action, { method: 'POST', body: new URLSearchParams({ manifest: manifestJson }), redirect: 'manual' });
-    assert.equal(created.status, 302);
-    const callback = created.headers.get('location')!;
-    assert.ok(callback.startsWith(`${base()}/setup/callback?code=`), callback);
-    const done = await fetch(callback);
-    const donePage = await done.text();
-    assert.equal(done.status, 200, donePage);
     assert.match(donePage, new RegExp(`href="${gh.origin}/github-apps/lilypad/installations/new"`));
     assert.equal(gh.registeredManifests()[0]?.converted, true);
 
@@ -137,7 +103,7 @@ describe('the first hour: register, install, label, get a pull request (no REDIS
     await waitFor(() => output.includes('worker started') && output.includes('webhook server listening'), 'the worker and webhook server', 60_000);
     assert.match(output, /started a private Redis/);
 
-    const hook = (manifest['hook_attributes'] as { url: string }).url;
+    const hook = manifest.hook_attributes.url;
     const first = gh.createIssue(OWNER, 'calc', { title: 'add() subtracts', body: 'add(2, 3) gives -1.', author: 'alice' });
     const res = await gh.sendWebhook(hook, 'issues', gh.labelIssue(OWNER, 'calc', first.number, 'lilypad', 'alice'));
     assert.equal(res.status, 200);
