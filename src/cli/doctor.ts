@@ -2,6 +2,7 @@ import os from 'node:os';
 import { Redis } from 'ioredis';
 import { httpUrl, parseCommandArgs } from './args.ts';
 import { describePrivateRedis } from './private-redis.ts';
+import { sandboxRuntimeCheck } from '../sandbox/runtime.ts';
 import { UsageError } from './usage-error.ts';
 import { loadEnv, type Env } from '../config/env.ts';
 import { ModelClient } from '../agent/model-client.ts';
@@ -81,6 +82,11 @@ export async function dockerChecks(env: Env): Promise<CheckResult[]> {
     );
     return out;
   }
+  // The runtime sandboxes run under (LILYPAD_SANDBOX_RUNTIME); bound to the client, so the sandbox
+  // check below starts its container under it.
+  const runtime = await sandboxRuntimeCheck(docker, env);
+  out.push(runtime);
+  if (runtime.status === 'FAIL') return out;
   const image = env.LILYPAD_SANDBOX_IMAGE;
   try {
     await docker.getImage(image).inspect();

@@ -32,6 +32,15 @@ describe('lilypad doctor', () => {
     for (const s of servers) await s.close();
   });
 
+  test('a sandbox runtime the engine does not have fails, naming the setting and the fix', async () => {
+    const server = await serve({ script: [{ toolCalls: [{ name: 'Glob', arguments: { pattern: '**/*.py' } }] }] });
+    const { code, out } = await doctor({ OPENAI_BASE_URL: server.url, LILYPAD_SANDBOX_RUNTIME: 'nosuchruntime' });
+    assert.equal(code, 1);
+    assert.match(line(out, 'sandbox runtime'), /^FAIL sandbox runtime: LILYPAD_SANDBOX_RUNTIME=nosuchruntime: the Docker engine has no runtime named nosuchruntime/);
+    const fine = await doctor({ OPENAI_BASE_URL: server.url });
+    assert.match(line(fine.out, 'sandbox runtime'), /^OK +sandbox runtime: the engine's default/);
+  });
+
   test('with REDIS_URL unset, doctor checks the private Redis that lilypad start would run', async () => {
     const server = await serve({ script: [{ toolCalls: [{ name: 'Glob', arguments: { pattern: '**/*.py' } }] }] });
     const { out } = await doctor({ OPENAI_BASE_URL: server.url, LILYPAD_DATA_DIR: path.join(os.tmpdir(), `doctor-${process.pid}`) });
