@@ -1,7 +1,7 @@
 import type Docker from 'dockerode';
 import { withDeadline } from './deadline.ts';
 import { SandboxError, SandboxImageError } from './errors.ts';
-import { sandboxRuntimeOf } from './runtime.ts';
+import { isGvisor, sandboxRuntimeOf } from './runtime.ts';
 import type { SandboxOptions } from './sandbox.ts';
 
 const DOCKER_CALL_MS = 60_000;
@@ -37,6 +37,10 @@ export async function resolveAgentUser(docker: Docker, opts: { image: string; us
   );
 }
 
+/** Host threads the pids backstop allows per sandbox process under gVisor, and for the sentry itself. */
+const GVISOR_HOST_THREADS_PER_TASK = 16;
+const GVISOR_SENTRY_THREADS = 512;
+
 /** Engines that refused a storage quota once are not asked again (overlay2 needs xfs with pquota). */
 const noQuota = new WeakSet<Docker>();
 
@@ -48,6 +52,19 @@ const noQuota = new WeakSet<Docker>();
 export async function createHardenedContainer(docker: Docker, input: ContainerSpecInput): Promise<{ container: Docker.Container; quota: boolean }> {
   const diskBytes = input.diskMb ? input.diskMb * 1024 * 1024 : undefined;
   const runtime = input.runtime ?? sandboxRuntimeOf(docker);
+  // Under gVisor the sandbox's processes are tasks of its kernel (the sentry), each backed by
+  // several host threads on the ptrace platform (about 9 measured), and the host's pids cgroup
+  // counts those: at the configured limit the sentry cannot make a thread and the whole sandbox
+  // dies. So the sentry counts processes (RLIMIT_NPROC, which it enforces per uid inside the
+  // sandbox; under runc that limit would count the uid across the host) and the host's pids limit
+  // is only the backstop, sized for the sentry's threads.
+  const gvisor = isGvisor(docker, runtime);
+  const pidsLimit = gvisor ? input.pids * GVISOR_HOST_THREADS_PER_TASK + GVISOR_SENTRY_THREADS : input.pids;
+  const ulimits = [
+    // RLIMIT_FSIZE is in bytes: no single file may outgrow the disk cap.
+    ...(diskBytes ? [{ Name: 'fsize', Soft: diskBytes, Hard: diskBytes }] : []),
+    ...(gvisor ? [{ Name: 'nproc', Soft: input.pids, Hard: input.pids }] : []),
+  ];
   const spec = (quota: boolean): Docker.ContainerCreateOptions => ({
     name: `lilypad-${input.runId}`,
     Image: input.image,
@@ -65,14 +82,13 @@ export async function createHardenedContainer(docker: Docker, input: ContainerSp
       Memory: input.memoryMb * 1024 * 1024,
       MemorySwap: input.memoryMb * 1024 * 1024,
       NanoCpus: Math.round(input.cpus * 1e9),
-      PidsLimit: input.pids,
+      PidsLimit: pidsLimit,
       Init: true,
       Privileged: false,
       AutoRemove: false,
       // LILYPAD_SANDBOX_RUNTIME (e.g. runsc): unset keeps the engine's default runtime.
       ...(runtime ? { Runtime: runtime } : {}),
-      // RLIMIT_FSIZE is in bytes: no single file may outgrow the disk cap.
-      ...(diskBytes ? { Ulimits: [{ Name: 'fsize', Soft: diskBytes, Hard: diskBytes }] } : {}),
+      ...(ulimits.length > 0 ? { Ulimits: ulimits } : {}),
       ...(quota && input.diskMb ? { StorageOpt: { size: `${input.diskMb}M` } } : {}),
     },
   });

@@ -20,7 +20,7 @@ export const RUNTIME_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 /** The parsed settings (Env) or the raw environment (tests, benches). */
 export type RuntimeEnv = { readonly [RUNTIME_VAR]?: string | undefined } | NodeJS.ProcessEnv;
 
-const bound = new WeakMap<Docker, string>();
+const bound = new WeakMap<Docker, { name: string; gvisor: boolean }>();
 const DOCKER_CALL_MS = 30_000;
 
 const infoSchema = z.object({
@@ -30,12 +30,26 @@ const infoSchema = z.object({
 
 /** The runtime checkSandboxRuntime() bound to this client; undefined: the engine's default. */
 export function sandboxRuntimeOf(docker: Docker): string | undefined {
-  return bound.get(docker);
+  return bound.get(docker)?.name;
+}
+
+/**
+ * Whether containers under `runtime` run on gVisor: the engine's entry for it points at runsc (as
+ * checkSandboxRuntime() saw it), or, for a runtime the client was not checked for, its name says so.
+ * gVisor's processes are the sentry's tasks, not the host's: limits on them are set differently.
+ */
+export function isGvisor(docker: Docker, runtime: string | undefined): boolean {
+  if (runtime === undefined) return false;
+  const known = bound.get(docker);
+  if (known?.name === runtime) return known.gvisor;
+  return /runsc|gvisor/i.test(runtime);
 }
 
 export interface EngineRuntimes {
   /** Every runtime name `docker info` lists. */
   available: string[];
+  /** The binary behind each runtime, where the engine says. */
+  paths: Record<string, string>;
   /** The engine's default runtime (usually runc). */
   defaultRuntime: string;
 }
@@ -48,7 +62,12 @@ export async function engineRuntimes(docker: Docker): Promise<EngineRuntimes> {
   });
   const raw: unknown = await Promise.race([docker.info() as Promise<unknown>, late]).finally(() => clearTimeout(timer));
   const info = infoSchema.parse(raw);
-  return { available: Object.keys(info.Runtimes ?? {}).sort(), defaultRuntime: info.DefaultRuntime ?? 'runc' };
+  const paths: Record<string, string> = {};
+  for (const [name, entry] of Object.entries(info.Runtimes ?? {})) {
+    const path = (entry as { path?: unknown } | null)?.path;
+    if (typeof path === 'string') paths[name] = path;
+  }
+  return { available: Object.keys(info.Runtimes ?? {}).sort(), paths, defaultRuntime: info.DefaultRuntime ?? 'runc' };
 }
 
 /**
@@ -76,7 +95,7 @@ export async function checkSandboxRuntime(docker: Docker, env: RuntimeEnv): Prom
     );
   }
   if (!runtimes.available.includes(name)) throw new ConfigError(missingRuntimeMessage(name, runtimes));
-  bound.set(docker, name);
+  bound.set(docker, { name, gvisor: /(^|\/)runsc[^/]*$/.test(runtimes.paths[name] ?? name) });
   return name;
 }
 

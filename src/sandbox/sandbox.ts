@@ -250,11 +250,11 @@ export class Sandbox {
     try {
       return await withDeadline(op, CONTROL_DEADLINE_MS + this.marginMs, what);
     } catch (err) {
-      const lost = !this.fatal && !this.destroyed && !(await this.running());
+      const stopped = !this.fatal && !this.destroyed ? await this.stoppedReason(what, err) : undefined;
       const reason =
         this.fatal ??
-        (lost
-          ? new SandboxLostError(`the sandbox container stopped or disappeared while ${what} (${(err as Error).message})`)
+        (stopped
+          ? stopped
           : err instanceof SandboxError
             ? err
             : new SandboxError(`${what} failed: ${(err as Error).message}`));
@@ -361,11 +361,10 @@ export class Sandbox {
         await this.removal;
         throw this.fatal ?? err;
       }
-      if (!(await this.running())) {
-        // The engine lost the container (a restart, an OOM of the engine): infrastructure, retried.
-        const reason = new SandboxLostError(`the sandbox container stopped while running ${what} (${(err as Error).message})`);
-        await this.fail(reason);
-        throw reason;
+      const stopped = await this.stoppedReason(`running ${what}`, err);
+      if (stopped) {
+        await this.fail(stopped);
+        throw stopped;
       }
       const reason =
         err instanceof SandboxDeadlineError
@@ -414,6 +413,21 @@ export class Sandbox {
         .finally(() => (busy = false));
     }, this.options.diskCheckMs ?? DEFAULT_DISK_CHECK_MS);
     this.diskTimer.unref();
+  }
+
+  /**
+   * Why the container is not running any more, or undefined while it runs. Out of memory is the
+   * sandbox's own doing (under gVisor one process past LILYPAD_SANDBOX_MEMORY_MB ends the whole
+   * sandbox: the host kills its kernel), not lost infrastructure to retry elsewhere.
+   */
+  private async stoppedReason(what: string, err: unknown): Promise<SandboxError | undefined> {
+    const info = await withDeadline(this.container.inspect(), CONTROL_DEADLINE_MS, 'inspecting the sandbox').catch(() => undefined);
+    if (info?.State.Running === true) return undefined;
+    if (info?.State.OOMKilled === true) {
+      return new SandboxLimitError(`the sandbox ran out of memory (LILYPAD_SANDBOX_MEMORY_MB=${this.options.memoryMb}) while ${what}; it was removed`);
+    }
+    // The engine lost the container (a restart, an OOM of the engine): infrastructure, retried.
+    return new SandboxLostError(`the sandbox container stopped or disappeared while ${what} (${(err as Error).message})`);
   }
 
   private async running(): Promise<boolean> {
