@@ -288,7 +288,7 @@ async function startEgress(env: Env, docker: Docker, labels: Record<string, stri
  * Removes this machine's sandboxes whose job is not active any more. Only this installation's:
  * another one's jobs are not in this Redis, so its live sandboxes would look like orphans.
  */
-async function sweepOrphans(docker: Docker, runs: Queue<RunJob>, workerId: string, installation: string): Promise<number> {
+export async function sweepOrphans(docker: Docker, runs: Queue<RunJob>, workerId: string, installation: string): Promise<number> {
   const list = await docker.listContainers({ all: true, filters: { label: [`${LABEL_WORKER}=${workerId}`, `${LABEL_INSTALLATION}=${installation}`, LABEL_JOB] } });
   let removed = 0;
   for (const c of list) {
