@@ -5,7 +5,7 @@ import type Docker from 'dockerode';
 import { z } from 'zod';
 import { ConfigError } from '../config/env.ts';
 import { SandboxError } from './errors.ts';
-import { sandboxRuntimeOf } from './runtime.ts';
+import { isGvisor, sandboxRuntimeOf } from './runtime.ts';
 import { LABEL_MANAGED, LABEL_RUN } from './sandbox.ts';
 
 /**
@@ -588,6 +588,9 @@ interface RegistryDiscovery {
 export async function discoverRegistryHosts(docker: Docker, sandboxImage: string, labels: Record<string, string> = {}): Promise<RegistryDiscovery> {
   const what = `reading the package registries configured in ${sandboxImage}`;
   const discoveryRuntime = sandboxRuntimeOf(docker);
+  // Under gVisor the host's pids limit counts the sentry's threads: the process cap goes to
+  // RLIMIT_NPROC, which the sentry enforces (see createHardenedContainer).
+  const gvisor = isGvisor(docker, discoveryRuntime);
   let container: Docker.Container;
   try {
     container = await bounded(
@@ -607,7 +610,8 @@ export async function discoverRegistryHosts(docker: Docker, sandboxImage: string
           SecurityOpt: ['no-new-privileges'],
           Memory: 512 * 1024 * 1024,
           MemorySwap: 512 * 1024 * 1024,
-          PidsLimit: 64,
+          PidsLimit: gvisor ? 64 * 16 + 512 : 64,
+          ...(gvisor ? { Ulimits: [{ Name: 'nproc', Soft: 64, Hard: 64 }] } : {}),
           Privileged: false,
         },
       }),
