@@ -14,6 +14,7 @@ import { checkRedis, createRedis } from '../queue/redis.ts';
 import { startWorker } from '../queue/worker.ts';
 import { createDockerClient } from '../sandbox/sandbox.ts';
 import { mountWebExtras, startMetricsPort } from '../web/mount.ts';
+import { checkSandboxRuntime } from '../sandbox/runtime.ts';
 import { startPrivateRedis } from './private-redis.ts';
 import { UsageError } from './usage-error.ts';
 
@@ -50,6 +51,8 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
   }
   if (argv.length > 0) throw new UsageError(`lilypad ${role} takes no arguments (configuration comes from the environment; see .env.example)`);
   let env = loadEnv();
+  // A sandbox runtime the engine does not have stops a worker before anything starts.
+  if (role !== 'web') await checkSandboxRuntime(createDockerClient(), env);
   let logger = processLogger(env);
   const uncontain = containProcessFailures(logger);
   let creds = credentials(env);
