@@ -1,7 +1,6 @@
 // `lilypad run` as a user runs it (bin/lilypad.js in a child process, the real sandbox image, the
 // scripted model server): the README's quick start with `--test "python3 -m pytest -q"` on a
 // repository without .gitignore, and `--setup` through the same egress proxy as the app's setup.
-import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -10,30 +9,10 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createDockerClient, LABEL_RUN } from '../../src/sandbox/sandbox.ts';
 import { makeRepo } from '../support/fixture-repo.ts';
+import { runCli } from '../support/run-cli.ts';
 import { startModelServer, type ModelServer, type ScriptedReply } from '../support/model-server.ts';
 
-const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const docker = createDockerClient();
-
-interface CliRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  runId: string;
-}
-
-function runCli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/lilypad.js'), 'run', ...args], {
-    cwd: ROOT,
-    env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), LILYPAD_MODEL_RETRY_BASE_MS: '5', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr, runId: /lilypad run (run-\S+):/.exec(stderr)?.[1] ?? '' })));
-}
 
 /** Everything Lilypad created for a run, the egress proxy and the setup network included. */
 async function leftBehind(runId: string): Promise<number> {

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -8,40 +7,9 @@ import assert from 'node:assert/strict';
 import { createDockerClient, LABEL_RUN } from '../../src/sandbox/sandbox.ts';
 import { startModelServer, type ModelServer, type ScriptedReply } from '../support/model-server.ts';
 import { CALC_REPO, makeRepo } from '../support/fixture-repo.ts';
+import { startCli } from '../support/run-cli.ts';
 
-const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const docker = createDockerClient();
-
-interface CliRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  runId: string;
-}
-
-function startCli(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/lilypad.js'), 'run', ...args], {
-    cwd: ROOT,
-    env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), LILYPAD_MODEL_RETRY_BASE_MS: '5', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  let runId = '';
-  const idSeen: Array<(id: string) => void> = [];
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
-    const m = /lilypad run (run-\S+):/.exec(stderr);
-    if (m && !runId) {
-      runId = m[1]!;
-      for (const f of idSeen) f(runId);
-    }
-  });
-  const done = new Promise<CliRun>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr, runId })));
-  const runIdPromise = new Promise<string>((resolve) => (runId ? resolve(runId) : idSeen.push(resolve)));
-  return { child, done, runIdPromise };
-}
 
 const containersOf = async (runId: string) => (await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN}=${runId}`] } })).length;
 
