@@ -85,6 +85,9 @@ export async function handleEvent(evt: EventJob, deps: TriggerDeps): Promise<str
     return `refused: ${evt.sender.login} lacks write access`;
   }
 
+  const stale = await staleLabelEvent(evt, octokit, ref, triggerLabel);
+  if (stale) return stale;
+
   if (intent.kind === 'cancel') return cancel(evt, deps, octokit, ref, jobId, intent.why, true);
 
   if (!loaded.ok) {
@@ -183,6 +186,21 @@ async function ciCommand(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient
   });
   await comment(octokit, ref, `**Lilypad**: ${outcome}.`);
   return `ci: ${outcome}`;
+}
+
+/**
+ * GitHub does not deliver webhooks in order, and workers handle them in parallel: a `labeled` or
+ * `unlabeled` event is acted on only if the issue's labels still say so now. A removal handled
+ * after the label was put back (or a label handled after it was taken off) is stale: the later
+ * event decides.
+ */
+async function staleLabelEvent(evt: EventJob, octokit: GitHubClient, ref: IssueRef, triggerLabel: string): Promise<string | undefined> {
+  if (evt.kind !== 'labeled' && evt.kind !== 'unlabeled') return undefined;
+  const { data } = await octokit.request('GET /repos/{owner}/{repo}/issues/{issue_number}/labels', { owner: ref.owner, repo: ref.repo, issue_number: ref.issueNumber, per_page: 100 });
+  const present = data.some((l) => l.name.toLowerCase() === triggerLabel.toLowerCase());
+  if (evt.kind === 'labeled' && !present) return `ignored: stale labeled event, the \`${triggerLabel}\` label is no longer on the issue`;
+  if (evt.kind === 'unlabeled' && present) return `ignored: stale unlabeled event, the \`${triggerLabel}\` label is on the issue again`;
+  return undefined;
 }
 
 async function waitUntilNotActive(runs: RunQueue, jobId: string): Promise<JobState | undefined> {

@@ -47,6 +47,8 @@ const book: ScriptBook = {
   'Edited before the sweep': fix,
   'Loops with a bot': followupScript,
   'Release exactly this': fix,
+  'Relabelled, webhooks swapped': fix,
+  'Labelled and unlabelled at once': fix,
 };
 
 let app: AppHarness;
@@ -139,6 +141,32 @@ describe('the issue text when the trigger arrives', () => {
     assert.match(statusOf('calc', n), /Cancelled/);
     assert.match(statusOf('calc', n), /last edited by @mallory/);
     assert.equal(chats('Edited before the sweep').length, 0);
+  });
+});
+
+describe('webhooks out of order (GitHub does not promise delivery order)', () => {
+  test('the label is removed and put back, and the `labeled` webhook is handled before the `unlabeled` one: the stale removal cancels nothing', async () => {
+    const { issue: n } = await openPr('calc', 'Relabelled, webhooks swapped');
+    const removed = app.gh.unlabelIssue(OWNER, 'calc', n, 'lilypad', 'alice');
+    const added = app.gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice');
+    await app.send('issues', added);
+    await waitFor(() => !/Done/.test(statusOf('calc', n)), 'the re-run to be queued', 60_000);
+    await app.send('issues', removed);
+    await waitFor(() => /Done|Failed|No change|Cancelled/.test(statusOf('calc', n)), 'the re-run to end', 180_000);
+    assert.doesNotMatch(statusOf('calc', n), /Cancelled/);
+    assert.match(statusOf('calc', n), /Done/);
+    assert.equal(chats('Relabelled, webhooks swapped').length, 4, 'the agent ran twice (two model turns each)');
+  });
+
+  test('the label is put on and taken off, and the `unlabeled` webhook is handled first: the late `labeled` one starts nothing', async () => {
+    const n = app.gh.createIssue(OWNER, 'calc', { title: 'Labelled and unlabelled at once', body: 'add is wrong', author: 'alice' }).number;
+    const added = app.gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice');
+    const removed = app.gh.unlabelIssue(OWNER, 'calc', n, 'lilypad', 'alice');
+    await app.send('issues', removed);
+    await app.send('issues', added);
+    await new Promise((r) => setTimeout(r, 4000));
+    assert.equal(statusOf('calc', n), '', 'no status comment: nothing was queued');
+    assert.equal(chats('Labelled and unlabelled at once').length, 0, 'the agent never ran');
   });
 });
 
