@@ -13,13 +13,16 @@ import { runInSandbox } from './phases/sandbox.ts';
 import { validateFollowup, type FollowupTarget } from './phases/validate.ts';
 import { prepareWorkspace } from './phases/workspace.ts';
 import { buildReviewTask } from './review-task.ts';
+import { checkoutSetupBase } from '../workspace/setup-base.ts';
 import type { FollowupRunJob } from '../queue/jobs.ts';
 
 /**
  * A follow-up job: Lilypad revises its own pull request after review. The same spine as an issue
  * job (validate → workspace → sandbox → publish → report), on the pull request's current head, with
- * the review feedback as the task; the new commit goes on top of the head, never forced. If the
- * head moves while it runs, it runs once more on the new head, then reports.
+ * the review feedback as the task; the new commit goes on top of the head, never forced. The setup
+ * commands (which have network) run on the pull request's base, never on the head Lilypad wrote;
+ * the sandbox moves to the head once the network is cut. If the head moves while it runs, it runs
+ * once more on the new head, then reports.
  */
 export async function runFollowupJob(ctx: JobContext<FollowupRunJob>, jobId: string): Promise<RunJobOutcome> {
   const { deps, job } = ctx;
@@ -53,6 +56,14 @@ async function revise(ctx: JobContext<FollowupRunJob>, config: RepoConfig, targe
   await ctx.status.phase({ state: 'running', step: 0, phase: 'reading the review and preparing the sandbox' });
   const ws = await prepareWorkspace(ctx, target.headRef);
   const head = ws.checkout.baseCommit;
+  // Setup runs with network: on the base, the code a human owns, never on Lilypad's own commits.
+  const setupCommit = await checkoutSetupBase(ws.mirrorDir, ws.checkout.dir, head, target.baseRef, { signal: ctx.signal });
+  if (!setupCommit) {
+    throw new UserError(
+      `the pull request's branch \`${target.headRef}\` shares no history with its base \`${target.baseRef}\`, so Lilypad cannot run the setup commands on the base's code.`,
+      'rebase the branch on its base (or change the base of the pull request), then ask again.',
+    );
+  }
   const client = await ctx.tokens.rest();
   const feedback = await ctx.step('feedback', async () =>
     fetchReviewFeedback(client, {
@@ -74,7 +85,8 @@ async function revise(ctx: JobContext<FollowupRunJob>, config: RepoConfig, targe
     requestedBy: last.by,
     trigger: { ...(last.commentId !== undefined ? { commentId: last.commentId } : {}), ...(last.reviewId !== undefined ? { reviewId: last.reviewId } : {}) },
   });
-  const run = await runInSandbox(ctx, config, { title: task.title, body: task.body, warning: task.warnings.join(' ') || undefined }, ws.checkout);
+  const checkout = { dir: ws.checkout.dir, baseCommit: head, headAfterSetup: { setupCommit, branch: target.headRef } };
+  const run = await runInSandbox(ctx, config, { title: task.title, body: task.body, warning: task.warnings.join(' ') || undefined }, checkout);
   const agent = run.session.agent;
   if (agent.exitReason === 'cancelled') throw new CancelledError();
   const patch = run.session.patch?.diff ?? Buffer.alloc(0);

@@ -5,6 +5,7 @@ import type { TrajectorySink } from '../agent/trajectory.ts';
 import { CancelledError, reasonText } from '../sandbox/errors.ts';
 import { Sandbox, type SandboxOptions } from '../sandbox/sandbox.ts';
 import { commitSetupState, extractPatch, type ExtractedPatch, type SetupState } from '../workspace/patch.ts';
+import { moveToHead } from '../workspace/setup-base.ts';
 import { runTestCommand, snapshotWorktree, type TestOutcome } from './test-command.ts';
 
 /** A setup command from the repository's configuration failed: the user's to fix, not retried. */
@@ -33,7 +34,15 @@ export interface SetupNetworkProvider {
 export interface SandboxSessionInput {
   docker: Docker;
   checkoutDir: string;
+  /** What the agent starts from and the patch is taken against. */
   baseCommit: string;
+  /**
+   * When setup must not run on `baseCommit` (a follow-up: the pull request's head holds Lilypad's
+   * own unreviewed commits): the checkout's worktree is at `setupCommit` (detached), setup runs
+   * there, and only after the network is cut does the worktree move to `baseCommit` with HEAD on
+   * `branch`, before the tests and the agent. Nothing of `baseCommit` runs with network.
+   */
+  headAfterSetup?: { setupCommit: string; branch: string } | undefined;
   sandbox: Pick<SandboxOptions, 'image' | 'workdir' | 'user' | 'allowRootImage' | 'memoryMb' | 'cpus' | 'pids' | 'diskMb' | 'maxLineBytes'>;
   runId: string;
   workerId: string;
@@ -113,6 +122,9 @@ async function runPhases(input: SandboxSessionInput, sandbox: Sandbox, network: 
   let setupState: SetupState | undefined;
   if (input.setup.length > 0) {
     setupState = await phase('setup', () => runSetup(input, sandbox, network));
+  } else if (input.headAfterSetup) {
+    await sandbox.takeOver();
+    await moveToHead(sandbox, input.headAfterSetup.setupCommit, input.baseCommit, input.headAfterSetup.branch);
   }
   check();
   let tests: SandboxSessionResult['tests'] = null;
@@ -151,7 +163,8 @@ async function runPhases(input: SandboxSessionInput, sandbox: Sandbox, network: 
 
 /**
  * Setup commands run through the egress proxy; then every process they left is killed, the network
- * is cut, and what they changed is committed so that the patch holds only the agent's work.
+ * is cut, the worktree moves to the agent's starting point if setup ran elsewhere (headAfterSetup),
+ * and what setup changed is committed so that the patch holds only the agent's work.
  */
 async function runSetup(input: SandboxSessionInput, sandbox: Sandbox, network: SetupNetwork | null): Promise<SetupState> {
   await sandbox.takeOver();
@@ -163,6 +176,7 @@ async function runSetup(input: SandboxSessionInput, sandbox: Sandbox, network: S
   }
   await sandbox.takeOver();
   await sandbox.cutNetwork();
+  if (input.headAfterSetup) await moveToHead(sandbox, input.headAfterSetup.setupCommit, input.baseCommit, input.headAfterSetup.branch);
   return commitSetupState(sandbox, input.baseCommit);
 }
 

@@ -75,10 +75,22 @@ const ARG_CHUNK_BYTES = 96 * 1024;
 
 /**
  * Puts `paths` back in the index as they are at `base` (a path the base lacks leaves the index).
- * The list can be long (a node_modules/): it goes to a file in the container in chunks, and
+ * The list can be long (a node_modules/): it goes to a file in the container (withPathList), and
  * `git reset` reads it from there.
  */
 async function resetToBase(sandbox: Sandbox, base: string, paths: string[]): Promise<void> {
+  const run = (args: string[]) => sandbox.exec(args, { cwd: sandbox.options.workdir, timeoutSeconds: 300 });
+  await withPathList(sandbox, paths, 'the list of left-out files', async (listFile) => {
+    const reset = await run([...SANDBOX_GIT, '--literal-pathspecs', 'reset', '-q', base, `--pathspec-from-file=${listFile}`, '--pathspec-file-nul']);
+    if (reset.exitCode !== 0) throw new SandboxError(`leaving files out of the patch failed in the sandbox: ${reset.stderr.toString().trim()}`);
+  });
+}
+
+/**
+ * Writes `paths` NUL-separated to a temporary file in the container's /tmp, in chunks that fit on
+ * a command line, runs `fn` with its name, and removes it.
+ */
+export async function withPathList<T>(sandbox: Sandbox, paths: string[], what: string, fn: (listFile: string) => Promise<T>): Promise<T> {
   const run = (args: string[]) => sandbox.exec(args, { cwd: sandbox.options.workdir, timeoutSeconds: 300 });
   const made = await run(['mktemp', '/tmp/lilypad-pathspec.XXXXXX']);
   const listFile = made.stdout.toString().trim();
@@ -92,10 +104,9 @@ async function resetToBase(sandbox: Sandbox, base: string, paths: string[]): Pro
         chunk.push(paths[i++]!);
       }
       const append = await run(['/bin/bash', '-c', 'f=$1; shift; printf \'%s\\0\' "$@" >> "$f"', 'append', listFile, ...chunk]);
-      if (append.exitCode !== 0) throw new SandboxError(`writing the list of left-out files failed in the sandbox: ${append.stderr.toString().trim()}`);
+      if (append.exitCode !== 0) throw new SandboxError(`writing ${what} failed in the sandbox: ${append.stderr.toString().trim()}`);
     }
-    const reset = await run([...SANDBOX_GIT, '--literal-pathspecs', 'reset', '-q', base, `--pathspec-from-file=${listFile}`, '--pathspec-file-nul']);
-    if (reset.exitCode !== 0) throw new SandboxError(`leaving files out of the patch failed in the sandbox: ${reset.stderr.toString().trim()}`);
+    return await fn(listFile);
   } finally {
     await run(['rm', '-f', '--', listFile]);
   }

@@ -6,7 +6,7 @@ import { imageAllowed } from '../../config/image-policy.ts';
 import type { RepoConfig } from '../../config/repo-config.ts';
 import { UserError } from '../failures.ts';
 import type { JobContext } from '../job-context.ts';
-import { runSandboxSession, type SandboxSessionResult } from '../sandbox-session.ts';
+import { runSandboxSession, type SandboxSessionInput, type SandboxSessionResult } from '../sandbox-session.ts';
 import { selectAttempt, type Candidate, type Selection } from '../../eval/select.ts';
 import { testWord } from '../../github/revisions.ts';
 import { CancelledError, reasonText } from '../../sandbox/errors.ts';
@@ -43,7 +43,7 @@ export interface AttemptSummary {
  * the agent on `task`, the patch (as data), tests on the change. Every step and the outcome go to
  * the run's record for the run pages as they happen.
  */
-export async function runInSandbox(ctx: JobContext, config: RepoConfig, task: { title: string; body: string; warning?: string | undefined }, checkout: { dir: string; baseCommit: string }): Promise<SandboxRun> {
+export async function runInSandbox(ctx: JobContext, config: RepoConfig, task: { title: string; body: string; warning?: string | undefined }, checkout: { dir: string; baseCommit: string; headAfterSetup?: SandboxSessionInput['headAfterSetup'] }): Promise<SandboxRun> {
   const { deps, job, status } = ctx;
   const recorder = deps.recorder;
   const outDir = path.join(deps.env.LILYPAD_DATA_DIR, 'runs', ctx.runId);
@@ -88,6 +88,7 @@ export async function runInSandbox(ctx: JobContext, config: RepoConfig, task: { 
         docker: deps.docker,
         checkoutDir: checkout.dir,
         baseCommit: checkout.baseCommit,
+        headAfterSetup: checkout.headAfterSetup,
         sandbox: {
           image,
           workdir: deps.env.LILYPAD_SANDBOX_WORKDIR,
