@@ -1,13 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type Docker from 'dockerode';
-import { loadEnv, type Env } from '../config/env.ts';
+import { loadEnv } from '../config/env.ts';
 import { createLogger } from '../observability/logger.ts';
-import { newRunId, runLocal, type LocalRunOptions, type LocalRunResult } from '../pipeline/local-run.ts';
-import { EgressProxy, parseEgressPolicy, parsePrivateAllow } from '../sandbox/egress.ts';
+import { newRunId, runLocal, type LocalRunResult } from '../pipeline/local-run.ts';
+import { runSettingsFromEnv } from '../pipeline/run-context.ts';
 import { dockerForSandboxes } from '../sandbox/runtime.ts';
 import { LABEL_RUN } from '../sandbox/sandbox.ts';
 import { parseCommandArgs, positiveInt } from './args.ts';
+import { lazySetupProxy } from './setup-proxy.ts';
 import { UsageError } from './usage-error.ts';
 
 const HELP = `Usage: lilypad run --repo <path> (--issue <file.md> | --title <text> [--body <text>]) [options]
@@ -28,6 +28,8 @@ Options:
   --out <dir>          output directory (default: $LILYPAD_DATA_DIR/runs/<run id>)
   --max-steps <N>      model calls allowed (default: LILYPAD_MAX_STEPS, 150)
   --max-time <s>       wall-clock budget for the agent in seconds (default: LILYPAD_MAX_WALL_SECONDS)
+  --attempts <k>       best of k: k agent attempts in parallel sandboxes, one chosen by the tests,
+                       then agreement, then the smallest diff, as the app's \`attempts: k\` (1-10)
   --base-url <url>     OpenAI-compatible endpoint (default: OPENAI_BASE_URL)
   --model <name>       model name (default: LILYPAD_MODEL, else the server's first model)
   -h, --help           show this help`;
@@ -46,6 +48,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       out: { type: 'string' },
       'max-steps': { type: 'string' },
       'max-time': { type: 'string' },
+      attempts: { type: 'string' },
       'base-url': { type: 'string' },
       model: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -57,6 +60,8 @@ export async function runCommand(argv: string[]): Promise<number> {
   }
   const maxSteps = positiveInt('lilypad run', '--max-steps', values['max-steps']);
   const maxTime = positiveInt('lilypad run', '--max-time', values['max-time']);
+  const attempts = positiveInt('lilypad run', '--attempts', values.attempts);
+  if (attempts !== undefined && attempts > 10) throw new UsageError(`--attempts must be between 1 and 10, got ${attempts}`);
   const setup = values.setup ?? [];
   for (const [i, command] of setup.entries()) {
     if (!command.trim()) throw new UsageError(`--setup number ${i + 1} is empty; give the command to run, e.g. --setup "pip install -e ."`);
@@ -105,35 +110,27 @@ export async function runCommand(argv: string[]): Promise<number> {
   // Structured logs go to a file beside the results; the terminal gets the human summary.
   const logger = createLogger({ level: env.LOG_LEVEL, secrets: [env.OPENAI_API_KEY], destination: path.join(outDir, 'lilypad.log') });
   let result: LocalRunResult;
-  let proxy: EgressProxy | null = null;
+  const proxy = lazySetupProxy(env, docker, image, { [LABEL_RUN]: runId }, () => say('  egress proxy for the setup commands…'));
   try {
-    if (setup.length > 0) {
-      say('  egress proxy for the setup commands…');
-      proxy = await startSetupProxy(env, docker, image, runId);
-    }
+    const settings = runSettingsFromEnv(env);
     result = await runLocal({
       runId,
       repo: values.repo,
       title,
       body,
-      testCommand: values.test,
-      setup,
-      setupNetwork: proxy,
-      setupTimeoutSeconds: env.LILYPAD_SETUP_TIMEOUT_SECONDS,
-      outDir,
-      ...localRunSettings(env),
-      image,
-      baseURL,
-      model: values.model ?? env.LILYPAD_MODEL,
-      budgets: {
-        ...localRunSettings(env).budgets,
-        maxSteps: maxSteps ?? env.LILYPAD_MAX_STEPS,
-        maxWallSeconds: maxTime ?? env.LILYPAD_MAX_WALL_SECONDS,
+      overrides: { setup, test: values.test, attempts, maxSteps, maxSeconds: maxTime },
+      settings: {
+        ...settings,
+        sandbox: { ...settings.sandbox, defaultImage: image },
+        model: { ...settings.model, baseURL, name: values.model ?? env.LILYPAD_MODEL },
+        limits: { ...settings.limits, statusIntervalMs: 0, ...(maxSteps ? { maxSteps } : {}), ...(maxTime ? { maxWallSeconds: maxTime } : {}), ...(attempts ? { maxAttempts: attempts } : {}) },
       },
+      setupNetwork: proxy,
+      outDir,
       signal: controller.signal,
       docker,
       logger,
-      onPhase: (p) => say(`  ${p}…${tty ? '' : ''}`),
+      onPhase: (p) => say(`  ${p}…`),
       onProgress: (p) => say(`  agent: step ${p.step}, ~${p.tokens} context tokens${p.lastTool ? `, ran ${p.lastTool}` : ''}`),
     });
   } finally {
@@ -148,57 +145,19 @@ export async function runCommand(argv: string[]): Promise<number> {
   return 0;
 }
 
-/**
- * The same egress proxy and allowlist a worker starts for the app's setup commands
- * (LILYPAD_SETUP_EGRESS, LILYPAD_SETUP_EGRESS_PRIVATE), for this one run; null when the policy is
- * `none` (setup then runs without any network).
- */
-async function startSetupProxy(env: Env, docker: Docker, image: string, runId: string): Promise<EgressProxy | null> {
-  const policy = parseEgressPolicy(env.LILYPAD_SETUP_EGRESS, { githubHost: env.GHE_HOST ?? 'github.com' });
-  if (policy.mode === 'none') return null;
-  return EgressProxy.start(docker, {
-    image: env.LILYPAD_EGRESS_IMAGE,
-    policy,
-    privateAllow: parsePrivateAllow(env.LILYPAD_SETUP_EGRESS_PRIVATE),
-    labels: { [LABEL_RUN]: runId },
-    sandboxImage: image,
-  });
-}
-
-/** The sandbox, model-client and budget settings every local run takes from the environment (`lilypad run`, `lilypad eval`). */
-export function localRunSettings(env: Env) {
-  return {
-    image: env.LILYPAD_SANDBOX_IMAGE,
-    workdir: env.LILYPAD_SANDBOX_WORKDIR,
-    sandboxUser: env.LILYPAD_SANDBOX_USER,
-    allowRootImage: env.LILYPAD_ALLOW_ROOT_IMAGES,
-    diskMb: env.LILYPAD_SANDBOX_DISK_MB,
-    maxLineBytes: env.LILYPAD_TOOLBOX_MAX_LINE_MB * 1024 * 1024,
-    memoryMb: env.LILYPAD_SANDBOX_MEMORY_MB,
-    cpus: env.LILYPAD_SANDBOX_CPUS,
-    pids: env.LILYPAD_SANDBOX_PIDS,
-    apiKey: env.OPENAI_API_KEY,
-    modelTimeoutMs: env.LILYPAD_MODEL_TIMEOUT_SECONDS * 1000,
-    modelRetries: env.LILYPAD_MODEL_RETRIES,
-    maxResponseBytes: env.LILYPAD_MODEL_MAX_RESPONSE_MB * 1024 * 1024,
-    retryBaseMs: env.LILYPAD_MODEL_RETRY_BASE_MS,
-    testTimeoutSeconds: env.LILYPAD_TEST_TIMEOUT_SECONDS,
-    budgets: {
-      maxSteps: env.LILYPAD_MAX_STEPS,
-      maxContextTokens: env.LILYPAD_MAX_CONTEXT_TOKENS,
-      maxTokensPerTurn: env.LILYPAD_MAX_TOKENS_PER_TURN,
-      maxWallSeconds: env.LILYPAD_MAX_WALL_SECONDS,
-      bashTimeoutCapSeconds: env.LILYPAD_BASH_TIMEOUT_CAP_SECONDS,
-    },
-  } satisfies Partial<LocalRunOptions>;
-}
-
 function summary(r: LocalRunResult): string {
   const lines = [
     `exit reason: ${r.exit_reason}${r.error ? ` (${r.error})` : ''}`,
     `model: ${r.model ?? '-'}  steps: ${r.steps}  tokens: ${r.tokens ? `${r.tokens.prompt_tokens} prompt / ${r.tokens.completion_tokens} completion` : '-'}  time: ${((r.durations_ms['total'] ?? 0) / 1000).toFixed(1)}s`,
     `patch: ${r.patch.empty ? 'empty' : `${r.patch.files.length} file(s), ${r.patch.bytes} bytes: ${r.patch.files.join(', ')}`}`,
   ];
+  if (r.attempts) {
+    for (const a of r.attempts.rows) lines.push(`attempt ${a.attempt}${a.chosen ? ' (chosen)' : ''}: ${a.exitReason}, tests after ${a.testsAfter}, ${a.changedFiles} file(s), ${a.steps} steps${a.note ? `; ${a.note}` : ''}`);
+    lines.push(`best of ${r.attempts.rows.length}: ${r.attempts.summary}`);
+  }
+  if (r.patch.dropped.length > 0) {
+    lines.push(`not in the patch, as the app would not publish them: ${r.patch.dropped.map((d) => `${d.path} (${d.reason})`).join('; ')}`);
+  }
   if (r.patch.left_out.length > 0) {
     const what = (g: LocalRunResult['patch']['left_out'][number]) => (g.rule === 'setup' ? `${g.count} file(s) of the setup commands' output` : `${g.count} build leftover(s) (\`${g.rule}\`)`);
     lines.push(`left out of the patch: ${r.patch.left_out.map(what).join(', ')}; why: see result.json`);

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { parseCommandArgs, positiveInt } from '../cli/args.ts';
-import { localRunSettings } from '../cli/run.ts';
+import { runSettingsFromEnv } from '../pipeline/run-context.ts';
 import { UsageError } from '../cli/usage-error.ts';
 import { loadEnv } from '../config/env.ts';
 import { dockerForSandboxes } from '../sandbox/runtime.ts';
@@ -135,15 +135,8 @@ async function evalRun(argv: string[]): Promise<number> {
     return 1;
   }
 
-  const base = localRunSettings(env);
-  const settings = {
-    ...base,
-    budgets: {
-      ...base.budgets,
-      maxSteps: maxSteps ?? env.LILYPAD_MAX_STEPS,
-      maxWallSeconds: maxTime ?? env.LILYPAD_MAX_WALL_SECONDS,
-    },
-  };
+  const base = runSettingsFromEnv(env);
+  const settings = { ...base, limits: { ...base.limits, statusIntervalMs: 0, ...(maxSteps ? { maxSteps } : {}), ...(maxTime ? { maxWallSeconds: maxTime } : {}) } };
   const controller = new AbortController();
   let signals = 0;
   const onSignal = (sig: NodeJS.Signals) => {
@@ -229,7 +222,7 @@ async function evalCollect(argv: string[]): Promise<number> {
   const limit = positiveInt(COLLECT, '--limit', values.limit);
   if (values['test-command'] !== undefined && values['test-command'].trim() === '') throw new UsageError('--test-command must not be empty');
   const env = loadEnv();
-  const base = localRunSettings(env);
+  const base = runSettingsFromEnv(env);
   const controller = new AbortController();
   const onSignal = (sig: NodeJS.Signals) => {
     process.stderr.write(`\n${sig}: stopping; removing the running sandbox…\n`);
@@ -248,16 +241,16 @@ async function evalCollect(argv: string[]): Promise<number> {
       testCommand: values['test-command']?.trim(),
       testPatterns: values['test-files'],
       sandbox: {
-        image: base.image,
-        workdir: base.workdir,
-        user: base.sandboxUser,
-        allowRootImage: base.allowRootImage,
-        memoryMb: base.memoryMb,
-        cpus: base.cpus,
-        pids: base.pids,
-        diskMb: base.diskMb,
-        maxLineBytes: base.maxLineBytes,
-        testTimeoutSeconds: base.testTimeoutSeconds,
+        image: base.sandbox.defaultImage,
+        workdir: base.sandbox.workdir,
+        user: base.sandbox.user,
+        allowRootImage: base.sandbox.allowRootImage,
+        memoryMb: base.sandbox.memoryMb,
+        cpus: base.sandbox.cpus,
+        pids: base.sandbox.pids,
+        diskMb: base.sandbox.diskMb,
+        maxLineBytes: base.sandbox.maxLineBytes,
+        testTimeoutSeconds: base.limits.testTimeoutSeconds,
       },
       docker: await dockerForSandboxes(env),
       signal: controller.signal,

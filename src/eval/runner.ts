@@ -5,8 +5,8 @@ import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type Docker from 'dockerode';
 import { z } from 'zod';
-import type { AgentBudgets } from '../agent/loop.ts';
 import { runLocal } from '../pipeline/local-run.ts';
+import type { RunSettings } from '../pipeline/run-context.ts';
 import { removeLabelled } from '../sandbox/sandbox.ts';
 import { attemptCost, type EndpointSpec } from './endpoint.ts';
 import { instanceFingerprint, type EvalInstance, type InstanceProblem } from './instance.ts';
@@ -31,24 +31,8 @@ import {
 /** Containers of one eval run carry this label (with the run id), so that none can be left behind. */
 export const LABEL_EVAL = 'dev.lilypad.eval';
 
-export interface EvalSettings {
-  image: string;
-  workdir: string;
-  sandboxUser?: string | undefined;
-  allowRootImage: boolean;
-  diskMb: number;
-  maxLineBytes: number;
-  memoryMb: number;
-  cpus: number;
-  pids: number;
-  apiKey?: string | undefined;
-  modelTimeoutMs: number;
-  modelRetries: number;
-  maxResponseBytes: number;
-  retryBaseMs: number;
-  testTimeoutSeconds: number;
-  budgets: AgentBudgets;
-}
+/** The administrator's settings for every attempt (the same as the app's and `lilypad run`'s). */
+export type EvalSettings = RunSettings;
 
 export interface EvalRunOptions {
   instancesFile: string;
@@ -199,18 +183,18 @@ async function pool<T>(items: T[], workers: number, signal: AbortSignal, fn: (it
 }
 
 function judgeSandbox(opts: EvalRunOptions, instance: EvalInstance): JudgeSandbox {
-  const s = opts.settings;
+  const s = opts.settings.sandbox;
   return {
-    image: instance.image ?? s.image,
+    image: instance.image ?? s.defaultImage,
     workdir: s.workdir,
-    user: s.sandboxUser,
+    user: s.user,
     allowRootImage: s.allowRootImage,
     memoryMb: s.memoryMb,
     cpus: s.cpus,
     pids: s.pids,
     diskMb: s.diskMb,
     maxLineBytes: s.maxLineBytes,
-    testTimeoutSeconds: s.testTimeoutSeconds,
+    testTimeoutSeconds: opts.settings.limits.testTimeoutSeconds,
   };
 }
 
@@ -308,30 +292,18 @@ async function runAgentAttempt(item: WorkItem, opts: EvalRunOptions, dir: string
     repo: instance.repo,
     title: nl < 0 ? text : text.slice(0, nl),
     body: nl < 0 ? '' : text.slice(nl + 1),
-    testCommand: instance.test_command,
+    // The instance says how to test (and set up); the repository's .github/lilypad.yml applies as
+    // in the app. With k attempts, attempt N samples with seed N, as the app's best of k does.
+    overrides: { setup: instance.setup, test: instance.test_command, ...(opts.attempts > 1 ? { seed: attempt + 1 } : {}) },
+    settings: {
+      ...s,
+      sandbox: { ...s.sandbox, defaultImage: instance.image ?? s.sandbox.defaultImage },
+      model: { ...s.model, baseURL: endpoint.baseURL, apiKey: endpoint.apiKeyEnv ? opts.env[endpoint.apiKeyEnv] : s.model.apiKey, name: endpoint.model },
+    },
     outDir: dir,
-    image: instance.image ?? s.image,
-    workdir: s.workdir,
-    sandboxUser: s.sandboxUser,
-    allowRootImage: s.allowRootImage,
-    diskMb: s.diskMb,
-    maxLineBytes: s.maxLineBytes,
-    memoryMb: s.memoryMb,
-    cpus: s.cpus,
-    pids: s.pids,
-    baseURL: endpoint.baseURL,
-    apiKey: endpoint.apiKeyEnv ? opts.env[endpoint.apiKeyEnv] : s.apiKey,
-    model: endpoint.model,
-    modelTimeoutMs: s.modelTimeoutMs,
-    modelRetries: s.modelRetries,
-    maxResponseBytes: s.maxResponseBytes,
-    retryBaseMs: s.retryBaseMs,
-    testTimeoutSeconds: s.testTimeoutSeconds,
-    budgets: s.budgets,
     signal: opts.signal,
     docker: opts.docker,
     checkout: () => repos.checkout(instance.repo, instance.base_commit),
-    setup: instance.setup,
     labels,
   });
   if (result.exit_reason === 'cancelled' || opts.signal.aborted) return null;
@@ -358,8 +330,9 @@ async function runAgentAttempt(item: WorkItem, opts: EvalRunOptions, dir: string
     steps: result.steps,
     tests_after_passed: after ? after.outcome === 'passed' : null,
     patch_bytes: result.patch.bytes,
-    // Lilypad could not run it (the clone, Docker, the model server): not the model's doing.
-    infra_error: result.exit_reason === 'error' || result.exit_reason === 'llm_query_error' || result.exit_reason === 'tool_error',
+    // Lilypad could not run it (the clone, Docker, the model server): not the model's doing. A
+    // change the app would refuse (a secret in it) is the model's: judged as the empty patch shipped.
+    infra_error: result.exit_reason === 'llm_query_error' || result.exit_reason === 'tool_error' || (result.outcome === 'failed' && result.error_kind !== 'user'),
   };
 }
 

@@ -61,7 +61,7 @@ const testOutcomeSchema = z.object({
 });
 type StoredTestOutcome = z.infer<typeof testOutcomeSchema>;
 
-export const RUN_OUTCOMES = ['pull_request', 'no_change', 'stale', 'cancelled', 'failed'] as const;
+export const RUN_OUTCOMES = ['pull_request', 'patch', 'no_change', 'stale', 'cancelled', 'failed'] as const;
 type RunOutcome = (typeof RUN_OUTCOMES)[number];
 
 const runSummarySchema = z.object({
@@ -210,7 +210,7 @@ export interface RunInit {
   workerId: string;
 }
 
-interface RunFinish {
+export interface RunFinish {
   outcome: RunOutcome;
   exitReason?: string | null | undefined;
   /** Why, in words (no change, stale trigger, failure and what to do). */

@@ -102,6 +102,11 @@ export function classifyFailure(err: unknown): FailureVerdict {
   return { kind: 'final', what: `an unexpected error: ${(err as Error).message ?? String(err)}`, todo: 'tell the Lilypad administrator; the worker log has the details.' };
 }
 
+/** Whose a failure is to fix: the repository's (configuration, setup commands, what the change holds) or Lilypad's. */
+export function faultOf(err: unknown): 'user' | 'infrastructure' {
+  return err instanceof UserError || err instanceof SetupError || err instanceof GlobError ? 'user' : 'infrastructure';
+}
+
 /** What BullMQ should do with the job: retry (throw as is) or stop (UnrecoverableError). */
 export function toQueueError(err: unknown, verdict: FailureVerdict): Error {
   if (verdict.kind === 'transient') return err instanceof Error ? err : new Error(String(err));

@@ -3,64 +3,57 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
-import type { AgentBudgets, AgentProgress, AgentRunResult, ExitReason } from '../agent/loop.ts';
-import { ModelClient } from '../agent/model-client.ts';
-import { prepareIssue } from '../agent/prompt.ts';
-import { JsonlTrajectory } from '../agent/trajectory.ts';
+import pino from 'pino';
+import type { AgentProgress, AgentRunResult, ExitReason } from '../agent/loop.ts';
 import type { Logger } from '../observability/logger.ts';
 import { SecretScanner } from '../observability/secrets.ts';
-import { CancelledError } from '../sandbox/errors.ts';
-import { groupLeftOut, type LeftOutGroup } from '../workspace/leftovers.ts';
+import { CancelledError } from '../shared/cancel.ts';
 import { cloneLocalRepository, type LocalCheckout } from '../workspace/local-clone.ts';
-import { runSandboxSession, SetupError, type SetupNetworkProvider } from './sandbox-session.ts';
+import { groupLeftOut, type LeftOutGroup } from '../workspace/leftovers.ts';
+import type { EffectiveConfig } from './effective-config.ts';
+import { classifyFailure, faultOf } from './failures.ts';
+import { localPlug, type LocalFacts, type LocalOverrides } from './kinds/local.ts';
+import { writeOutcome, type RunOutcome } from './outcome.ts';
+import type { AttemptSummary } from './best-of-k.ts';
+import { phaseStepper, type RunContext, type RunRecord, type RunSettings } from './run-context.ts';
+import { SetupError, type SetupNetworkProvider } from './sandbox-session.ts';
+import { SandboxSlots } from './sandbox-slots.ts';
+import { REAL_STAGES, runSpine, type SpineStages } from './spine.ts';
 import type { TestOutcome } from './test-command.ts';
 
 export interface LocalRunOptions {
+  runId?: string;
+  /** The repository, as the user named it (result.json and the containers say it). */
   repo: string;
   title: string;
   body: string;
-  testCommand?: string | undefined;
+  overrides: LocalOverrides;
+  /** The administrator's settings (the environment, with the command line's image applied). */
+  settings: RunSettings;
   outDir: string;
-  image: string;
-  workdir: string;
-  sandboxUser?: string | undefined;
-  allowRootImage?: boolean | undefined;
-  diskMb?: number | undefined;
-  maxLineBytes?: number | undefined;
-  memoryMb: number;
-  cpus: number;
-  pids: number;
-  baseURL: string;
-  apiKey?: string | undefined;
-  model?: string | undefined;
-  modelTimeoutMs: number;
-  modelRetries: number;
-  maxResponseBytes?: number | undefined;
-  retryBaseMs?: number;
-  testTimeoutSeconds: number;
-  budgets: AgentBudgets;
-  runId?: string;
-  signal?: AbortSignal;
   docker: Docker;
-  onPhase?: (phase: string) => void;
-  onProgress?: (p: AgentProgress) => void;
-  logger?: Logger;
   /** How the code is obtained (default: a clone of `repo`'s HEAD). `lilypad eval` checks out an instance's base commit. */
   checkout?: () => Promise<LocalCheckout>;
-  /** Commands run in the sandbox, in order, before the tests and the agent (default: none). */
-  setup?: string[];
   /** Where setup may connect (the egress proxy); absent or null: setup runs without any network. */
   setupNetwork?: SetupNetworkProvider | null;
-  /** Per setup command (default: testTimeoutSeconds). */
-  setupTimeoutSeconds?: number;
+  /** Sandboxes this run may hold at once (eval shares its workers' slots); default: one per attempt. */
+  slots?: SandboxSlots;
   /** Extra container labels (`lilypad eval` marks its sandboxes with its run id). */
   labels?: Record<string, string>;
+  signal?: AbortSignal;
+  logger?: Logger;
+  onPhase?: (phase: string) => void;
+  onProgress?: (p: AgentProgress) => void;
+  /** Tests replace the Docker and host-git phases. */
+  stages?: SpineStages;
 }
 
 export interface LocalRunResult {
   run_id: string;
   repo: string;
   base_commit: string | null;
+  /** How the run ended: `patch` (patch.diff holds the change), `no_change`, `cancelled` or `failed`. */
+  outcome: RunOutcome['result'];
   model: string | null;
   base_url: string;
   image: string;
@@ -72,13 +65,22 @@ export interface LocalRunResult {
   context_tokens: number;
   model_retries: number;
   durations_ms: Record<string, number>;
+  /** The repository's configuration as the run used it, and where each value came from. */
+  config: { file: string | null; sources: EffectiveConfig['sources'] } | null;
   /** The setup commands as they ran (a failing one ends the list and the run). */
   setup: { network: 'egress proxy' | 'none'; commands: TestOutcome[] } | null;
   tests: { command: string; before: TestOutcome | null; after: TestOutcome | null } | null;
-  /** `left_out`: changed files that are not in patch.diff (build leftovers, setup output), by rule, with why. */
-  patch: { files: string[]; bytes: number; empty: boolean; left_out: LeftOutGroup[] };
+  /** Best of k (k > 1): every attempt, and why the chosen one won. */
+  attempts: { rows: AttemptSummary[]; summary: string } | null;
+  /**
+   * `dropped`: changed files the app would not publish (under .github/, exclude_paths), with why;
+   * `left_out`: build leftovers and setup output, by rule. Neither is in patch.diff.
+   */
+  patch: { files: string[]; bytes: number; empty: boolean; dropped: Array<{ path: string; reason: string }>; left_out: LeftOutGroup[] };
   warnings: string[];
   error?: string;
+  /** With outcome `failed`: the repository's or the run's to fix (`user`: configuration, setup, a secret in the change), or Lilypad's (`infrastructure`). */
+  error_kind?: 'user' | 'infrastructure';
   out_dir: string;
 }
 
@@ -88,144 +90,127 @@ export function newRunId(): string {
 }
 
 /**
- * `lilypad run`: one issue, one local repository, one sandbox. The same phases a GitHub job runs,
- * minus GitHub: clone -> sandbox -> tests before -> agent -> patch -> tests after -> files.
+ * `lilypad run` (and each instance of `lilypad eval`): the spine, with the task given, a fresh clone
+ * of the repository at one commit, and the change written to disk. patch.diff, trajectory.jsonl and
+ * result.json are always written, whatever happens.
  */
 export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
-  const runId = opts.runId ?? newRunId();
-  const scanner = new SecretScanner([opts.apiKey]);
-  const durations: Record<string, number> = {};
-  const warnings: string[] = [];
-  const phase = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
-    opts.onPhase?.(name);
-    const t = Date.now();
-    try {
-      return await fn();
-    } finally {
-      durations[name] = Date.now() - t;
-      opts.logger?.info({ runId, phase: name, ms: durations[name] }, `phase ${name} done`);
-    }
-  };
-  await mkdir(opts.outDir, { recursive: true });
-  const result: LocalRunResult = {
-    run_id: runId,
-    repo: path.resolve(opts.repo),
-    base_commit: null,
-    model: null,
-    base_url: opts.baseURL,
-    image: opts.image,
-    workdir: opts.workdir,
-    exit_reason: 'error',
-    steps: 0,
-    final_answer: '',
-    tokens: null,
-    context_tokens: 0,
-    model_retries: 0,
-    durations_ms: durations,
-    setup: opts.setup && opts.setup.length > 0 ? { network: opts.setupNetwork ? 'egress proxy' : 'none', commands: [] } : null,
-    tests: opts.testCommand ? { command: opts.testCommand, before: null, after: null } : null,
-    patch: { files: [], bytes: 0, empty: true, left_out: [] },
-    warnings,
-    out_dir: opts.outDir,
-  };
-  const trajectory = new JsonlTrajectory(path.join(opts.outDir, 'trajectory.jsonl'), scanner);
   const started = Date.now();
-  let checkout: Awaited<ReturnType<typeof cloneLocalRepository>> | undefined;
-  let patchBytes: Buffer = Buffer.alloc(0);
+  const runId = opts.runId ?? newRunId();
+  await mkdir(opts.outDir, { recursive: true });
+  const facts: LocalFacts = { baseCommit: null, effective: null, setup: [], run: null, published: null, files: [], dropped: [], warnings: [] };
+  const durations: Record<string, number> = {};
+  const ctx = localContext(opts, runId, durations);
+  const plug = localPlug(
+    { title: opts.title, body: opts.body, checkout: opts.checkout ?? (() => cloneLocalRepository(opts.repo)), overrides: opts.overrides, subject: path.resolve(opts.repo) },
+    facts,
+  );
+  const stages = opts.stages ?? REAL_STAGES;
+  // The sandbox run is kept for result.json whatever happens after it (a refused secret, say).
+  const keepRun: SpineStages = { ...stages, attempts: async (c, input) => (facts.run = await stages.attempts(c, input)) };
+  let outcome: RunOutcome;
   try {
-    const issue = prepareIssue(opts.title, opts.body);
-    if (issue.warning) warnings.push(issue.warning);
-
-    const client = new ModelClient({
-      baseURL: opts.baseURL,
-      apiKey: opts.apiKey,
-      timeoutMs: opts.modelTimeoutMs,
-      maxRetries: opts.modelRetries,
-      ...(opts.maxResponseBytes !== undefined ? { maxResponseBytes: opts.maxResponseBytes } : {}),
-      ...(opts.retryBaseMs !== undefined ? { retryBaseMs: opts.retryBaseMs } : {}),
-    });
-    const model = await phase('model', () => client.resolveModel(opts.model, opts.signal));
-    result.model = model;
-
-    checkout = await phase('clone', () => (opts.checkout ? opts.checkout() : cloneLocalRepository(opts.repo)));
-    result.base_commit = checkout.baseCommit;
-    if (checkout.sourceDirty) warnings.push('the repository has uncommitted changes; the run used its last commit (HEAD) only');
-
-    const session = await runSandboxSession({
-      docker: opts.docker,
-      checkoutDir: checkout.dir,
-      baseCommit: checkout.baseCommit,
-      sandbox: {
-        image: opts.image,
-        workdir: opts.workdir,
-        user: opts.sandboxUser,
-        allowRootImage: opts.allowRootImage,
-        memoryMb: opts.memoryMb,
-        cpus: opts.cpus,
-        pids: opts.pids,
-        diskMb: opts.diskMb,
-        maxLineBytes: opts.maxLineBytes,
-      },
-      runId,
-      workerId: os.hostname(),
-      ...(opts.labels ? { labels: opts.labels } : {}),
-      setup: opts.setup ?? [],
-      setupNetwork: opts.setupNetwork ?? null,
-      setupTimeoutSeconds: opts.setupTimeoutSeconds ?? opts.testTimeoutSeconds,
-      onSetupOutcome: (o) => result.setup?.commands.push(o),
-      testCommand: opts.testCommand,
-      testTimeoutSeconds: opts.testTimeoutSeconds,
-      issue: { title: issue.title, body: issue.body },
-      model,
-      client,
-      budgets: opts.budgets,
-      trajectory,
-      signal: opts.signal,
-      phase,
-      onProgress: opts.onProgress,
-    });
-    const agent = session.agent;
-    result.exit_reason = agent.exitReason;
-    result.steps = agent.steps;
-    result.final_answer = scanner.redact(agent.finalAnswer);
-    result.tokens = agent.usage;
-    result.context_tokens = agent.contextTokens;
-    result.model_retries = agent.retries;
-    warnings.push(...agent.warnings);
-    if (agent.error) result.error = agent.error;
-    if (result.tests && session.tests) {
-      result.tests.before = session.tests.before;
-      result.tests.after = session.tests.after;
-    }
-    if (agent.exitReason === 'cancelled') throw new CancelledError();
-    if (session.patch) {
-      patchBytes = session.patch.diff;
-      result.patch = { files: session.patch.files, bytes: patchBytes.length, empty: patchBytes.length === 0, left_out: groupLeftOut(session.patch.leftOut, 20) };
-    }
+    outcome = await runSpine(ctx, plug, keepRun);
   } catch (err) {
-    if (err instanceof CancelledError || opts.signal?.aborted) {
-      result.exit_reason = 'cancelled';
-      result.error = 'the run was cancelled';
-    } else if (err instanceof SetupError) {
-      // As in the app: a failing setup command is the user's to fix, and nothing after it ran.
-      const tail = err.outcome.outputTail.trim().split('\n').slice(-10).join('\n');
-      result.error = `${err.message}, so the run stopped before the tests and the agent${tail ? `; its output ended with:\n${tail}` : ' (it printed nothing)'}`;
-    } else {
-      const message = (err as Error).message;
-      result.error = result.error ? `${result.error}; ${message}` : message;
-    }
-  } finally {
-    await checkout?.dispose();
-    durations['total'] = Date.now() - started;
-    await trajectory.close();
-    const findings = scanner.findings(patchBytes.toString('latin1'));
-    if (findings.length > 0) warnings.push(`the patch contains ${findings.join(', ')}; review before sharing it`);
-    await writeFile(path.join(opts.outDir, 'patch.diff'), patchBytes);
-    await writeFile(path.join(opts.outDir, 'result.json'), `${JSON.stringify(scanner.redactDeep(result), null, 2)}\n`);
-    opts.logger?.info(
-      { runId, exitReason: result.exit_reason, steps: result.steps, patchBytes: result.patch.bytes, warnings: warnings.length, error: result.error },
-      'run finished',
-    );
+    outcome = failedOutcome(err, opts.signal);
+    await writeFile(path.join(opts.outDir, 'patch.diff'), Buffer.alloc(0));
   }
+  durations['total'] = Date.now() - started;
+  const result = localResult(opts, runId, outcome, facts, durations);
+  await writeOutcome({ recorder: ctx.recorder, result: () => writeFile(path.join(opts.outDir, 'result.json'), `${JSON.stringify(ctx.scanner().redactDeep(result), null, 2)}\n`) }, 'local', outcome, started);
+  ctx.log.info({ runId, outcome: outcome.result, exitReason: result.exit_reason, steps: result.steps, patchBytes: result.patch.bytes, error: result.error }, 'run finished');
   return result;
 }
+
+function localContext(opts: LocalRunOptions, runId: string, durations: Record<string, number>): RunContext {
+  const signal = opts.signal ?? new AbortController().signal;
+  const log = opts.logger ?? pino({ level: 'silent' });
+  const scanner = new SecretScanner([opts.settings.model.apiKey]);
+  const recorder = nullRecorder();
+  const stepper = phaseStepper(signal, recorder, log, (name, seconds) => (durations[name] = Math.round(seconds * 1000)));
+  return {
+    runId,
+    settings: opts.settings,
+    docker: opts.docker,
+    setupNetwork: opts.setupNetwork ?? null,
+    sandboxSlots: opts.slots ?? new SandboxSlots(Math.max(1, Math.min(opts.overrides.attempts ?? 1, opts.settings.limits.maxAttempts))),
+    workerId: os.hostname(),
+    labels: opts.labels ?? {},
+    outDir: opts.outDir,
+    // A local run has no job deadline: the agent's budget (max_minutes, LILYPAD_MAX_WALL_SECONDS) bounds it.
+    deadlineAt: Number.MAX_SAFE_INTEGER,
+    signal,
+    log,
+    scanner: () => scanner,
+    recorder,
+    progress: {
+      phase: async () => undefined,
+      agentStep: (p) => opts.onProgress?.(p),
+    },
+    step: (name, fn) => {
+      opts.onPhase?.(name);
+      return stepper(name, fn);
+    },
+    cleanups: [],
+  };
+}
+
+/** A local run keeps its record in its own files (result.json, trajectory.jsonl), not in Redis. */
+function nullRecorder(): RunRecord {
+  return { task: () => undefined, config: () => undefined, phase: () => undefined, step: () => undefined, tests: () => undefined, warning: () => undefined, finish: async () => undefined };
+}
+
+function failedOutcome(err: unknown, signal: AbortSignal | undefined): RunOutcome {
+  if (err instanceof CancelledError || signal?.aborted) return { result: 'cancelled', why: 'the run was cancelled' };
+  if (err instanceof SetupError) {
+    // As in the app: a failing setup command is the user's to fix, and nothing after it ran.
+    const tail = err.outcome.outputTail.trim().split('\n').slice(-10).join('\n');
+    const what = `${err.message}, so the run stopped before the tests and the agent${tail ? `; its output ended with:\n${tail}` : ' (it printed nothing)'}`;
+    return { result: 'failed', what, todo: '', error: what, retry: false, fault: 'user' };
+  }
+  const verdict = classifyFailure(err);
+  return { result: 'failed', what: verdict.what, todo: verdict.todo, error: (err as Error).message, retry: false, fault: faultOf(err) };
+}
+
+function localResult(opts: LocalRunOptions, runId: string, outcome: RunOutcome, facts: LocalFacts, durations: Record<string, number>): LocalRunResult {
+  const session = facts.run?.session ?? null;
+  const agent = session?.agent ?? null;
+  const config = facts.effective?.config;
+  const published = facts.published ?? Buffer.alloc(0);
+  const warnings = [...facts.warnings, ...(agent?.warnings ?? [])];
+  const error = outcome.result === 'failed' ? outcome.error : outcome.result === 'cancelled' ? 'the run was cancelled' : agent?.error;
+  const attempts = facts.run?.attempts;
+  return {
+    run_id: runId,
+    repo: path.resolve(opts.repo),
+    base_commit: facts.baseCommit,
+    outcome: outcome.result,
+    model: facts.run?.model ?? null,
+    base_url: opts.settings.model.baseURL,
+    image: facts.run?.image ?? config?.image ?? opts.settings.sandbox.defaultImage,
+    workdir: opts.settings.sandbox.workdir,
+    exit_reason: outcome.result === 'cancelled' ? 'cancelled' : (agent?.exitReason ?? 'error'),
+    steps: agent?.steps ?? 0,
+    final_answer: agent?.finalAnswer ?? '',
+    tokens: agent?.usage ?? null,
+    context_tokens: agent?.contextTokens ?? 0,
+    model_retries: agent?.retries ?? 0,
+    durations_ms: durations,
+    config: facts.effective ? { file: facts.effective.file, sources: facts.effective.sources } : null,
+    setup: config && config.setup.length > 0 ? { network: opts.setupNetwork ? 'egress proxy' : 'none', commands: facts.setup } : null,
+    tests: config?.test ? { command: config.test, before: session?.tests?.before ?? null, after: session?.tests?.after ?? null } : null,
+    attempts: attempts ? { rows: attempts.summaries, summary: attempts.selection.summary } : null,
+    patch: {
+      files: facts.files,
+      bytes: published.length,
+      empty: published.length === 0,
+      dropped: facts.dropped,
+      left_out: groupLeftOut(session?.patch?.leftOut ?? [], 20),
+    },
+    warnings,
+    ...(error ? { error } : {}),
+    ...(outcome.result === 'failed' ? { error_kind: outcome.fault } : {}),
+    out_dir: opts.outDir,
+  };
+}
+

@@ -78,6 +78,8 @@ interface GitOptions {
 interface GitResult {
   code: number;
   stdout: string;
+  /** stdout as bytes (a binary diff). */
+  stdoutBytes: Buffer;
   stderr: string;
 }
 
@@ -131,7 +133,10 @@ export function gitRun(args: string[], opts: GitOptions = {}): Promise<GitResult
     child.on('close', (code) => {
       done();
       if (failure) reject(failure);
-      else resolve({ code: code ?? 1, stdout: Buffer.concat(stdout).toString('utf8'), stderr: Buffer.concat(stderr).toString('utf8') });
+      else {
+        const bytes = Buffer.concat(stdout);
+        resolve({ code: code ?? 1, stdout: bytes.toString('utf8'), stdoutBytes: bytes, stderr: Buffer.concat(stderr).toString('utf8') });
+      }
     });
     // A git that exits before reading its input must not crash the process with EPIPE.
     child.stdin.on('error', () => undefined);

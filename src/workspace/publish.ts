@@ -104,6 +104,14 @@ async function stagedCounts(dir: string): Promise<ChangedFile[]> {
     });
 }
 
+/** The committed change as a binary diff against its parent: what is published, and nothing else. */
+export async function changeDiff(change: PreparedChange): Promise<Buffer> {
+  if (!change.hasChanges) return Buffer.alloc(0);
+  const res = await gitRun(['diff', '--binary', '--no-renames', 'HEAD~1', 'HEAD'], { cwd: change.dir });
+  if (res.code !== 0) throw new GitError(`git diff of the prepared change failed: ${res.stderr.trim()}`);
+  return res.stdoutBytes;
+}
+
 type PushResult = 'pushed' | 'lease-failed';
 
 /**

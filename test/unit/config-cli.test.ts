@@ -3,7 +3,10 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { configCommand, effectiveConfig, formatEffectiveConfig } from '../../src/cli/config.ts';
+import { configCommand, formatEffectiveConfig } from '../../src/cli/config.ts';
+import { directoryReader } from '../../src/inference/index.ts';
+import { effectiveConfig as effectiveOf } from '../../src/pipeline/effective-config.ts';
+const effectiveConfig = (dir: string, cli: { setup?: string[]; test?: string } = {}) => effectiveOf(directoryReader(dir), cli);
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'lilypad-config-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));

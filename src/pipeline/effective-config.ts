@@ -1,0 +1,72 @@
+import { parse as parseYaml } from 'yaml';
+import { parseRepoConfig, type RepoConfig } from '../config/repo-config.ts';
+import { inferCommands, type InferredCommands, type RepoReader } from '../inference/index.ts';
+import { UserError } from './failures.ts';
+
+export const CONFIG_FILE = '.github/lilypad.yml';
+
+export type ValueSource = 'config' | 'cli' | 'inferred' | 'default';
+
+export interface EffectiveConfig {
+  /** The configuration file read, relative to the repository; null when there is none. */
+  file: string | null;
+  config: RepoConfig;
+  sources: Record<keyof RepoConfig, ValueSource>;
+  /** What inference found, with the files it read and its notes (also where the file sets both). */
+  inferred: InferredCommands | null;
+}
+
+/** What a local run or eval instance says over the repository's file (the command line, the instance). */
+export interface ConfigOverrides {
+  setup?: string[] | undefined;
+  test?: string | undefined;
+}
+
+/** `.github/lilypad.yml` is not valid YAML, or not a valid configuration. */
+export class ConfigFileError extends UserError {
+  override name = 'ConfigFileError';
+}
+
+/**
+ * The effective configuration of a repository read at its base commit: its file over the
+ * defaults, the overrides (command line, eval instance) over the file for setup and test, and,
+ * with `infer`, inference where neither says.
+ */
+export async function effectiveConfig(reader: RepoReader, overrides: ConfigOverrides = {}, opts: { infer: boolean } = { infer: true }): Promise<EffectiveConfig> {
+  const text = await reader.readFile(CONFIG_FILE, 1024 * 1024);
+  const raw = text === null ? {} : parseConfigText(text);
+  const parsed = parseRepoConfig(text === null ? null : raw, text === null ? null : CONFIG_FILE);
+  if (!parsed.ok) throw new ConfigFileError(`\`${CONFIG_FILE}\` is not valid:\n${parsed.problems.map((p) => `- ${p}`).join('\n')}`, `fix \`${CONFIG_FILE}\` or remove it, then run again.`);
+  const config: RepoConfig = { ...parsed.config };
+  const sources = Object.fromEntries(Object.keys(config).map((k) => [k, k in raw ? 'config' : 'default'])) as Record<keyof RepoConfig, ValueSource>;
+  for (const key of ['image', 'reviewers', 'test'] as const) if (!(key in sources)) sources[key] = key in raw ? 'config' : 'default';
+
+  const inferred = opts.infer ? await inferCommands(reader) : null;
+  if (overrides.setup && overrides.setup.length > 0) {
+    config.setup = overrides.setup;
+    sources.setup = 'cli';
+  } else if (inferred && !('setup' in raw) && inferred.setup.commands.length > 0) {
+    config.setup = inferred.setup.commands;
+    sources.setup = 'inferred';
+  }
+  if (overrides.test !== undefined) {
+    config.test = overrides.test;
+    sources.test = 'cli';
+  } else if (inferred && !('test' in raw) && inferred.test.command !== null) {
+    config.test = inferred.test.command;
+    sources.test = 'inferred';
+  }
+  return { file: text === null ? null : CONFIG_FILE, config, sources, inferred };
+}
+
+function parseConfigText(text: string): Record<string, unknown> {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new ConfigFileError(`\`${CONFIG_FILE}\` is not valid YAML: ${(err as Error).message.split('\n')[0]}`, `fix \`${CONFIG_FILE}\` or remove it, then run again.`);
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigFileError(`\`${CONFIG_FILE}\` is not valid: the file must be a YAML mapping of settings (key: value)`, `fix \`${CONFIG_FILE}\` or remove it, then run again.`);
+  return doc as Record<string, unknown>;
+}
