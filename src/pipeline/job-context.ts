@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type Docker from 'dockerode';
 import type { Redis } from 'ioredis';
 import type { Env } from '../config/env.ts';
@@ -9,9 +10,10 @@ import { phaseTimed } from '../observability/metrics.ts';
 import type { RunRecorder } from '../observability/run-store.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import type { RunJob } from '../queue/jobs.ts';
-import { CancelledError, reasonText } from '../sandbox/errors.ts';
+import { CancelledError, reasonText } from '../shared/cancel.ts';
+import type { RunOutcome } from './outcome.ts';
+import { phaseStepper, runSettingsFromEnv, type RunContext, type RunProgress } from './run-context.ts';
 import type { RunStatus } from './run-status.ts';
-import { StaleTriggerError } from './validate-trigger.ts';
 import type { SetupNetworkProvider } from './sandbox-session.ts';
 import type { SandboxSlots } from './sandbox-slots.ts';
 
@@ -44,30 +46,18 @@ export interface JobDeps {
   recorder: RunRecorder;
 }
 
-export type RunJobOutcome =
-  | { result: 'pull_request'; number: number; url: string; updated: boolean; incomplete: boolean; branch: string }
-  | { result: 'revised'; number: number; sha: string; incomplete: boolean }
-  | { result: 'no_change'; why: string }
-  | { result: 'stale'; why: string }
-  | { result: 'cancelled' };
+/** What a queued job returns to the queue (its outcome without the diff, which the run record keeps). */
+export type RunJobOutcome = RunOutcome;
 
-/** One job's context, shared by its phases. */
-export interface JobContext<J extends RunJob = RunJob> {
+/** One job's context: a run's (run-context.ts), with the job, its GitHub tokens and its status writer. */
+export interface JobContext<J extends RunJob = RunJob> extends RunContext {
   job: J;
   deps: JobDeps;
-  signal: AbortSignal;
-  runId: string;
-  /** The one writer of this run's status. */
+  /** The one writer of this run's status comment (progress goes through ctx.progress). */
   status: RunStatus;
-  log: Logger;
   /** The issue (issue jobs) or the pull request (follow-ups) the status is written on. */
   ref: IssueRef;
   tokens: RepoTokens;
-  scanner: () => SecretScanner;
-  /** Runs one named phase: checks for a cancel first, logs and measures it. */
-  step: <T>(name: string, fn: () => Promise<T>) => Promise<T>;
-  /** Run on the way out, newest first, whatever happened. */
-  cleanups: Array<() => Promise<unknown>>;
 }
 
 export function createJobContext<J extends RunJob>(job: J, deps: JobDeps, signal: AbortSignal, runId: string, status: RunStatus, tokens: RepoTokens, ref: IssueRef): JobContext<J> {
@@ -76,39 +66,40 @@ export function createJobContext<J extends RunJob>(job: J, deps: JobDeps, signal
   return {
     job,
     deps,
-    signal,
     runId,
-    status,
+    settings: runSettingsFromEnv(deps.env),
+    docker: deps.docker,
+    setupNetwork: deps.setupNetwork,
+    sandboxSlots: deps.sandboxSlots,
+    workerId: deps.workerId,
+    labels: deps.labels,
+    outDir: path.join(deps.env.LILYPAD_DATA_DIR, 'runs', runId),
+    deadlineAt: deps.deadlineAt,
+    signal,
     log,
-    ref,
-    tokens,
     // Every token minted for the job is a secret to refuse and redact, including later ones.
     scanner: () => baseScanner.withValues(tokens.secretValues()),
+    recorder: deps.recorder,
+    progress: statusProgress(status),
+    step: phaseStepper(signal, deps.recorder, log, phaseTimed),
     cleanups: [],
-    step: async (name, fn) => {
-      if (signal.aborted) throw new CancelledError(reasonText(signal.reason));
-      const t = Date.now();
-      try {
-        return await fn();
-      } finally {
-        const ms = Date.now() - t;
-        phaseTimed(name, ms / 1000);
-        deps.recorder.phase(name, ms);
-        log.info({ phase: name, ms }, `phase ${name}`);
-      }
-    },
+    status,
+    ref,
+    tokens,
   };
 }
 
-/**
- * The trigger stopped holding (at the start, or right before the agent): the job ends saying so,
- * as cancelled, not failed. Anything else is rethrown for the runner's verdict.
- */
-export async function endIfStale(ctx: JobContext, err: unknown): Promise<RunJobOutcome> {
-  if (!(err instanceof StaleTriggerError)) throw err;
-  await ctx.status.finish({ state: 'cancelled', why: err.message });
-  ctx.deps.recorder.finish({ outcome: 'stale', why: err.message });
-  return { result: 'stale', why: err.message };
+/** A run's progress, as the status comment shows it. */
+function statusProgress(status: RunStatus): RunProgress {
+  return {
+    phase: (p) => {
+      if (p.kind === 'testing') return status.phase({ state: 'testing', which: p.which });
+      if (p.kind === 'agent') return status.phase({ state: 'running', step: 0, phase: p.attempts > 1 ? `the agent is starting (${p.attempts} attempts in parallel)` : 'the agent is starting' });
+      return status.phase({ state: 'running', step: 0, phase: p.text });
+    },
+    agentStep: (p, maxSteps, attempts) =>
+      status.progress({ state: 'running', step: p.step, phase: `agent step ${p.step} of at most ${maxSteps}${attempts > 1 ? ` (attempt 1 of ${attempts})` : ''}` }),
+  };
 }
 
 /**
@@ -118,9 +109,4 @@ export async function endIfStale(ctx: JobContext, err: unknown): Promise<RunJobO
 export async function assertStillOwned(ctx: JobContext): Promise<void> {
   if (ctx.signal.aborted) throw new CancelledError(reasonText(ctx.signal.reason));
   if (!(await ctx.deps.holdsJob())) throw new CancelledError('this worker no longer holds the job; another worker took it over');
-}
-
-/** Releases everything the job holds, newest first; a failing cleanup is logged, never thrown. */
-export async function releaseJob(ctx: JobContext): Promise<void> {
-  for (const cleanup of ctx.cleanups.reverse()) await cleanup().catch((err: unknown) => ctx.log.warn({ err: (err as Error).message }, 'cleanup failed'));
 }

@@ -1,4 +1,4 @@
-import type { GitHubClient, IssueRef } from '../github/client.ts';
+import type { IssueRef } from '../github/client.ts';
 import { RepoTokens } from '../github/repo-tokens.ts';
 import type { StatusComments } from '../github/status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -9,11 +9,13 @@ import { parseCancelRequest, type CancelBus, type CancelRequest } from '../queue
 import { finishingKey, reportedNumber, type RunJob } from '../queue/jobs.ts';
 import type { RunQueue } from '../queue/run-queue.ts';
 import { runLinkFor } from '../web/urls.ts';
-import { classifyFailure } from './failures.ts';
+import { classifyFailure, faultOf } from './failures.ts';
 import { followupEnded, type FollowupTarget } from './followups.ts';
-import { runFollowupJob } from './followup-job.ts';
-import { runIssueJob } from './issue-job.ts';
 import { createJobContext, type JobDeps, type RunJobOutcome } from './job-context.ts';
+import { runFollowup } from './kinds/followup.ts';
+import { issuePlug } from './kinds/issue.ts';
+import { writeOutcome, type OutcomeSinks, type RunOutcome } from './outcome.ts';
+import { runSpine } from './spine.ts';
 import { RunStatus } from './run-status.ts';
 
 /** Why a running job's signal was aborted, besides a user's cancel (`cancel:<json>`). */
@@ -93,14 +95,14 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
     new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, deps.github.opts.privateKey]),
     log,
   );
-  const finished = (outcome: string) => jobFinished(data.kind === 'followup' ? 'followup' : 'run', outcome, (Date.now() - started) / 1000);
+  const sinks: OutcomeSinks = { status, recorder, metrics: (kind, outcome, seconds) => jobFinished(kind === 'followup' ? 'followup' : 'run', outcome, seconds) };
+  const kind = data.kind === 'followup' ? 'followup' : 'run';
+  const write = (o: RunOutcome) => writeOutcome(sinks, kind, o, started);
 
   const early = await deps.cancelBus.pending(run.id);
   if (early) {
-    await status.finish({ state: 'cancelled', by: early.by, why: early.why });
+    await write({ result: 'cancelled', by: early.by, why: early.why });
     await deps.cancelBus.clear(run.id);
-    recorder.finish({ outcome: 'cancelled', why: early.why });
-    finished('cancelled');
     await afterFollowup(run, deps);
     return { result: 'cancelled' };
   }
@@ -119,17 +121,16 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
   let settled = true;
   try {
     const context = <J extends RunJob>(job: J) => createJobContext(job, { ...deps, logger: log, deadlineAt, holdsJob: () => run.holdsJob(), recorder }, run.signal, runId, status, tokens, ref);
-    const outcome = data.kind === 'followup' ? await runFollowupJob(context(data), run.id) : await runIssueJob(context(data));
-    log.info({ outcome }, 'job finished');
-    finished(outcome.result);
-    return outcome;
+    const outcome = data.kind === 'followup' ? await runFollowup(context(data), run.id) : await runSpine(context(data), issuePlug(context(data)));
+    log.info({ outcome: outcome.result }, 'job finished');
+    await write(outcome);
+    return forQueue(outcome);
   } catch (err) {
-    const verdict = await settleFailure(run, err, status, log, deps);
-    settled = verdict !== 'retry' && verdict !== 'handed-back' && verdict !== 'lost';
-    recorder.finish(verdict === 'cancelled' ? { outcome: 'cancelled' } : { outcome: 'failed', error: (err as Error).message, why: verdict === 'retry' ? 'infrastructure problem; the job is retried' : null });
-    finished(verdict === 'retry' ? 'retried' : verdict === 'handed-back' ? 'handed_back' : verdict);
-    if (verdict === 'cancelled') return { result: 'cancelled' };
-    throw toQueueError(verdict, err);
+    const outcome = await failureOutcome(run, err, log, deps);
+    await write(outcome);
+    settled = outcome.result !== 'handed_back' && outcome.result !== 'lost' && !(outcome.result === 'failed' && outcome.retry);
+    if (outcome.result === 'cancelled') return outcome;
+    throw toQueueError(outcome, err);
   } finally {
     clearInterval(poll);
     clearTimeout(deadline);
@@ -139,45 +140,42 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
   }
 }
 
-type Verdict = 'cancelled' | 'handed-back' | 'lost' | 'retry' | 'failed';
+/** The outcome as the queue keeps it: without the diff (the run record has it). */
+function forQueue(o: RunOutcome): RunOutcome {
+  return 'diff' in o ? { ...o, diff: undefined } as RunOutcome : o;
+}
 
-/** What a job that threw becomes: handed back, cancelled, retried, or failed with why. */
-async function settleFailure(run: QueuedRun, err: unknown, status: RunStatus, log: Logger, deps: RunnerDeps): Promise<Verdict> {
+/** What a job that threw becomes: handed back, cancelled, retried, or failed with why. Writes nothing. */
+async function failureOutcome(run: QueuedRun, err: unknown, log: Logger, deps: RunnerDeps): Promise<RunOutcome> {
   const { env } = deps;
   if (run.signal.aborted) {
     const reason = run.signal.reason;
-    if (reason === LOST_LOCK) return 'lost';
+    if (reason === LOST_LOCK) return { result: 'lost' };
     if (reason === SHUTDOWN) {
       // Hand the job back: another worker (or this one, restarted) picks it up from the start.
       log.warn('worker stopping: job handed back to the queue');
-      await status.phase({ state: 'queued', position: null, note: 'A worker stopped while running it; it will start again shortly.' });
-      return 'handed-back';
+      return { result: 'handed_back' };
     }
     if (reason === JOB_DEADLINE) {
       const what = `the job ran longer than ${env.LILYPAD_JOB_MAX_MINUTES} minutes (LILYPAD_JOB_MAX_MINUTES) and was stopped.`;
-      await status.finish({ state: 'failed', what, todo: 'lower `max_minutes`, the test or setup time in `.github/lilypad.yml`, or ask the administrator to raise the limit; then run Lilypad again.' });
-      return 'failed';
+      const todo = 'lower `max_minutes`, the test or setup time in `.github/lilypad.yml`, or ask the administrator to raise the limit; then run Lilypad again.';
+      return { result: 'failed', what, todo, error: what, retry: false, fault: 'user' };
     }
     const req = parseCancel(reason);
-    await status.finish({ state: 'cancelled', by: req?.by, why: req?.why });
     await deps.cancelBus.clear(run.id);
     log.info({ by: req?.by }, 'job cancelled');
-    return 'cancelled';
+    return { result: 'cancelled', by: req?.by, why: req?.why };
   }
   const verdict = classifyFailure(err);
   log.error({ err: (err as Error).message, verdict: verdict.kind }, 'job failed');
-  if (verdict.kind === 'transient' && run.attempt < run.attempts) {
-    await status.phase({ state: 'queued', position: null, note: `Retrying after an infrastructure problem: ${verdict.what}` });
-    return 'retry';
-  }
-  await status.finish({ state: 'failed', what: verdict.what, todo: verdict.todo });
-  return 'failed';
+  const retry = verdict.kind === 'transient' && run.attempt < run.attempts;
+  return { result: 'failed', what: verdict.what, todo: verdict.todo, error: (err as Error).message, retry, fault: faultOf(err) };
 }
 
-function toQueueError(verdict: Verdict, err: unknown): Error {
-  if (verdict === 'handed-back') return new HandBack('handed back');
-  if (verdict === 'lost') return new LostClaim('the job lock was lost; another worker owns the job now');
-  if (verdict === 'failed') return new FinalFailure(classifyFailure(err).what);
+function toQueueError(outcome: RunOutcome, err: unknown): Error {
+  if (outcome.result === 'handed_back') return new HandBack('handed back');
+  if (outcome.result === 'lost') return new LostClaim('the job lock was lost; another worker owns the job now');
+  if (outcome.result === 'failed' && !outcome.retry) return new FinalFailure(outcome.what);
   return err instanceof Error ? err : new Error(String(err));
 }
 

@@ -8,7 +8,6 @@ import { commitMessage } from '../phases/change.ts';
 import { effectiveConfig, type ConfigOverrides, type EffectiveConfig } from '../effective-config.ts';
 import type { RunOutcome } from '../outcome.ts';
 import type { SandboxRun } from '../phases/attempts.ts';
-import type { RunContext } from '../run-context.ts';
 import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug } from '../spine.ts';
 import type { TestOutcome } from '../test-command.ts';
 

@@ -1,53 +1,17 @@
 import type { RepoConfig } from '../../config/repo-config.ts';
 import { upsertPullRequest } from '../../github/pull-request.ts';
-import type { SecretScanner } from '../../observability/secrets.ts';
 import { runJobId } from '../../queue/jobs.ts';
 import { withRedisLock } from '../../queue/redis-lock.ts';
-import { prepareChange, pushBranch, type PreparedChange } from '../../workspace/publish.ts';
-import { UserError } from '../failures.ts';
+import { pushBranch, type PreparedChange } from '../../workspace/publish.ts';
 import { assertStillOwned, type JobContext } from '../job-context.ts';
 import { pushWithoutOverwriting, readPublished, forgetPush, recordPublished, type Published } from '../publish-change.ts';
 import { keys } from '../../store/keys.ts';
 
 /**
- * Phase 5, publish. The diff left the container as data: it is applied to a fresh clone on the
- * host, filtered (workflows, `exclude_paths`), scanned for secrets and committed as the app.
- * Issue jobs push without overwriting anyone and open or update the draft pull request; follow-ups
- * push one commit on top of the pull request's head, never forced. Tokens are minted right before.
+ * Phase 5, publish, for the app. Issue jobs push without overwriting anyone and open or update the
+ * draft pull request; follow-ups push one commit on top of the pull request's head, never forced.
+ * Tokens are minted right before each use.
  */
-export async function applyChange(ctx: JobContext, config: RepoConfig, title: string, baseCommit: string, mirrorDir: string, patch: Buffer, htmlUrl: string, what: string): Promise<PreparedChange> {
-  // CI systems skip a push whose head commit says [skip ci]: nothing runs the agent's code with
-  // the repository's secrets until a writer releases it.
-  const hold = config.ci === 'hold' ? '\n\n[skip ci]' : '';
-  const change = await ctx.step('apply', async () =>
-    prepareChange({
-      mirrorDir,
-      baseCommit,
-      patch,
-      excludePaths: config.exclude_paths,
-      message: `${title.slice(0, 120)}\n\n${what}; needs human review.${hold}`,
-      author: await ctx.deps.github.commitAuthor(htmlUrl),
-    }),
-  );
-  ctx.cleanups.push(() => change.dispose());
-  return change;
-}
-
-export async function refuseSecrets(scanner: SecretScanner, patch: Buffer, texts: string[]): Promise<void> {
-  const added = patch
-    .toString('utf8')
-    .split('\n')
-    .filter((l) => l.startsWith('+') && !l.startsWith('+++'))
-    .join('\n');
-  const findings = [...scanner.findings(added), ...texts.flatMap((t) => scanner.findings(t))];
-  if (findings.length > 0) {
-    throw new UserError(
-      `the change or its description contains what looks like a secret (${[...new Set(findings)].join(', ')}), so nothing was published.`,
-      'look at the run on the worker (its trajectory is kept under LILYPAD_DATA_DIR/runs) and make sure no secret is in the repository or the issue, then run Lilypad again.',
-    );
-  }
-}
-
 export interface PullRequestDraft {
   title: string;
   body: string;

@@ -2,31 +2,16 @@ import type { GitHubClient } from '../../github/client.ts';
 import { quoteUntrusted } from '../../github/pull-request-body.ts';
 import { renderRevisions, withRevisions, type Revision } from '../../github/revisions.ts';
 import type { AddressedThread } from '../review-task.ts';
-import type { JobContext, RunJobOutcome } from '../job-context.ts';
+import type { JobContext } from '../job-context.ts';
 import { addRevision, type PrRecord } from '../pr-record.ts';
 import type { Published } from '../publish-change.ts';
 import type { FollowupRunJob } from '../../queue/jobs.ts';
 
 /**
- * Phase 6, report: the final status (through the run's one status writer), the pull request's
- * Revisions table and Lilypad's own record of it, and for follow-ups a reply in each review thread
- * the run addressed. Lilypad never approves, resolves threads, dismisses reviews or marks ready.
+ * Phase 6, report (GitHub's side; the final status is the outcome's, see outcome.ts): the pull
+ * request's Revisions table and Lilypad's own record of it, and for follow-ups a reply in each review
+ * thread the run addressed. Lilypad never approves, resolves threads, dismisses reviews or marks ready.
  */
-export async function reportPullRequest(ctx: JobContext, p: Published): Promise<RunJobOutcome> {
-  await ctx.status.finish({
-    state: 'done',
-    prUrl: p.url,
-    prNumber: p.number,
-    incomplete: p.incomplete,
-    updated: p.updated,
-    exitReason: p.exitReason,
-    draft: p.draft,
-    ...(p.note ? { note: p.note } : {}),
-  });
-  ctx.deps.recorder.finish({ outcome: 'pull_request', exitReason: p.exitReason, pr: { number: p.number, url: p.url } });
-  return { result: 'pull_request', number: p.number, url: p.url, updated: p.updated, incomplete: p.incomplete, branch: p.branch };
-}
-
 /** Keeps the pull request's record and, when it has earlier revisions (a re-run), its full table. */
 export async function recordIssueRevision(ctx: JobContext, p: Published, base: Omit<PrRecord, 'revisions' | 'lastSha'>, revision: Revision, htmlUrl: string): Promise<void> {
   const { deps, job } = ctx;

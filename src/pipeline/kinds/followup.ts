@@ -1,0 +1,135 @@
+import { dropQuotedLines, fetchReviewFeedback } from '../../github/review-feedback.ts';
+import type { FollowupRunJob } from '../../queue/jobs.ts';
+import { checkoutSetupBase } from '../../workspace/setup-base.ts';
+import { UserError } from '../failures.ts';
+import { takeRequests, type FollowupRequest } from '../followups.ts';
+import type { JobContext } from '../job-context.ts';
+import type { RunOutcome } from '../outcome.ts';
+import { commitMessage } from '../phases/change.ts';
+import { HeadMovedError, pushOnTop } from '../phases/publish.ts';
+import { replyInThreads, rewriteRevisions } from '../phases/report.ts';
+import { validateFollowup, type FollowupTarget } from '../phases/validate.ts';
+import { prepareWorkspace, type Workspace } from '../phases/workspace.ts';
+import { addRevision } from '../pr-record.ts';
+import { buildReviewTask, type ReviewTask } from '../review-task.ts';
+import { BUDGET_EXITS, runSpine, type FinishedWork, type PreparedRun, type RunPlug, type SpineStages } from '../spine.ts';
+import { revisionOf } from './issue.ts';
+
+interface FollowupPrepared extends PreparedRun {
+  ws: Workspace;
+  target: FollowupTarget;
+  review: ReviewTask;
+}
+
+/**
+ * A follow-up: Lilypad revises its own pull request after review. The spine on the pull request's
+ * current head, with the review feedback as the task; the new commit goes on top of the head, never
+ * forced. If the head moves while it runs, it runs once more on the new head, then reports.
+ */
+export async function runFollowup(ctx: JobContext<FollowupRunJob>, jobId: string, stages?: SpineStages): Promise<RunOutcome> {
+  const requests = await takeRequests(ctx.deps.redis, ctx.deps.env.LILYPAD_QUEUE_PREFIX, ctx.job, jobId);
+  if (requests.length === 0) return { result: 'no_change', why: 'there was nothing left to do: every request was cancelled.', exitReason: 'cancelled' };
+  try {
+    return await runSpine(ctx, followupPlug(ctx, requests), stages);
+  } catch (err) {
+    if (!(err instanceof HeadMovedError)) throw err;
+    ctx.log.warn({ err: err.message }, 'the pull request moved during the follow-up; running once more on the new head');
+    await ctx.progress.phase({ kind: 'preparing', text: 'the branch moved meanwhile; starting again on its new head' });
+    try {
+      return await runSpine(ctx, followupPlug(ctx, requests), stages);
+    } catch (again) {
+      if (!(again instanceof HeadMovedError)) throw again;
+      throw new UserError(`${again.message}, twice, so Lilypad's change was not pushed.`, 'comment `/lilypad` again once nobody else is pushing to the branch.');
+    }
+  }
+}
+
+function followupPlug(ctx: JobContext<FollowupRunJob>, requests: FollowupRequest[]): RunPlug<FollowupPrepared> {
+  const { job, deps } = ctx;
+  return {
+    async prepare() {
+      const { target, config } = await validateFollowup(ctx);
+      await ctx.progress.phase({ kind: 'preparing', text: 'reading the review and preparing the sandbox' });
+      const ws = await prepareWorkspace(ctx, target.headRef);
+      const head = ws.checkout.baseCommit;
+      // Setup runs with network: on the base, the code a human owns, never on Lilypad's own commits.
+      const setupCommit = await checkoutSetupBase(ws.mirrorDir, ws.checkout.dir, head, target.baseRef, { signal: ctx.signal });
+      if (!setupCommit) {
+        throw new UserError(
+          `the pull request's branch \`${target.headRef}\` shares no history with its base \`${target.baseRef}\`, so Lilypad cannot run the setup commands on the base's code.`,
+          'rebase the branch on its base (or change the base of the pull request), then ask again.',
+        );
+      }
+      const review = await reviewTask(ctx, target, config.allow_bots, requests);
+      const last = requests.at(-1)!;
+      return {
+        config,
+        ws,
+        target,
+        review,
+        task: { title: review.title, body: review.body, warning: review.warnings.join(' ') || undefined },
+        checkout: { dir: ws.checkout.dir, baseCommit: head, headAfterSetup: { setupCommit, branch: target.headRef } },
+        source: ws.mirrorDir,
+        subject: `${job.owner}/${job.repo}#${job.issueNumber}`,
+        commit: {
+          message: commitMessage(`Address review on #${job.pullNumber}`, `Revised by Lilypad after review of #${job.pullNumber} (requested by @${last.by})`, config.ci === 'hold'),
+          author: await deps.github.commitAuthor(ws.htmlUrl),
+        },
+      };
+    },
+    publish: (_ctx, prepared, work) => pushRevision(ctx, prepared, work, requests),
+  };
+}
+
+async function reviewTask(ctx: JobContext<FollowupRunJob>, target: FollowupTarget, allowBots: string[], requests: FollowupRequest[]): Promise<ReviewTask> {
+  const { job, deps } = ctx;
+  const client = await ctx.tokens.rest();
+  const feedback = await ctx.step('feedback', async () =>
+    fetchReviewFeedback(client, { owner: job.owner, repo: job.repo, pullNumber: job.pullNumber, since: { sha: target.record.lastSha }, botLogin: await deps.github.botLogin(), allowBots, logger: ctx.log, signal: ctx.signal }),
+  );
+  const last = requests.at(-1)!;
+  return buildReviewTask({
+    issue: { title: target.record.pinned.title, body: target.record.pinned.body },
+    feedback,
+    instructions: instructionsOf(requests),
+    requestedBy: last.by,
+    trigger: { ...(last.commentId !== undefined ? { commentId: last.commentId } : {}), ...(last.reviewId !== undefined ? { reviewId: last.reviewId } : {}) },
+  });
+}
+
+async function pushRevision(ctx: JobContext<FollowupRunJob>, p: FollowupPrepared, work: FinishedWork, requests: FollowupRequest[]): Promise<RunOutcome> {
+  const { deps, job } = ctx;
+  const head = p.checkout.baseCommit;
+  await pushOnTop(ctx, work.change, p.target.headRef, head, p.ws.cloneUrl);
+  // Reported from here on: the commit is on the pull request.
+  const sha = work.change.headSha!;
+  const commitUrl = `${p.ws.htmlUrl}/commit/${sha}`;
+  const trigger = [...new Set(requests.map((r) => `${r.trigger === 'review' ? 'review' : '`/lilypad`'} by @${r.by}`))].join(', ');
+  const record = await addRevision(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, job.pullNumber, { issueNumber: p.target.record.issueNumber, branch: p.target.headRef, pinned: p.target.record.pinned }, revisionOf(work.run, sha, trigger));
+  await rewriteRevisions(ctx, job.pullNumber, record.revisions, p.ws.htmlUrl).catch((err: unknown) => ctx.log.warn({ err: (err as Error).message }, 'could not update the Revisions table'));
+  const agent = work.run.session.agent;
+  const threads = await replyInThreads(ctx, await ctx.tokens.rest(), p.review.addressed.threads, sha, commitUrl, agent.finalAnswer);
+  const cut = p.review.cut.threads + p.review.cut.conversation + p.review.cut.reviews;
+  return {
+    result: 'revised',
+    number: job.pullNumber,
+    url: `${p.ws.htmlUrl}/pull/${job.pullNumber}`,
+    sha,
+    commitUrl,
+    incomplete: BUDGET_EXITS.has(agent.exitReason),
+    exitReason: agent.exitReason,
+    threads,
+    diff: work.patch,
+    note: cut > 0 ? `${cut} older item(s) of feedback did not fit the model's budget and were left out.` : undefined,
+  };
+}
+
+/**
+ * Every request's instructions, in order; several people's are attributed. Quoted lines go, as in
+ * the feedback: a `/lilypad` that quote-replies someone must not carry their words as a writer's.
+ */
+function instructionsOf(requests: FollowupRequest[]): string {
+  const given = requests.map((r) => ({ by: r.by, text: dropQuotedLines(r.instructions).text.trim() })).filter((r) => r.text);
+  if (given.length <= 1) return given[0]?.text ?? '';
+  return given.map((r) => `@${r.by}: ${r.text}`).join('\n\n');
+}

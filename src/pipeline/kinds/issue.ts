@@ -1,0 +1,123 @@
+import { prepareIssue } from '../../agent/prompt.ts';
+import { renderPullRequestBody } from '../../github/pull-request-body.ts';
+import { renderRevisions, testWord, withRevisions, type Revision } from '../../github/revisions.ts';
+import { pinText, runJobId, type IssueRunJob } from '../../queue/jobs.ts';
+import { runLinkFor } from '../../web/urls.ts';
+import { resetFollowupCount } from '../followups.ts';
+import type { JobContext } from '../job-context.ts';
+import type { RunOutcome } from '../outcome.ts';
+import { commitMessage, refuseSecrets } from '../phases/change.ts';
+import type { SandboxRun } from '../phases/attempts.ts';
+import { publishPullRequest } from '../phases/publish.ts';
+import { recordIssueRevision } from '../phases/report.ts';
+import { recheckPinnedText, validateIssueJob } from '../phases/validate.ts';
+import { prepareWorkspace, type Workspace } from '../phases/workspace.ts';
+import { readPublished, type Published } from '../publish-change.ts';
+import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug } from '../spine.ts';
+
+interface IssuePrepared extends PreparedRun {
+  ws: Workspace;
+  issueTitle: string;
+  pinnedBody: string;
+}
+
+/**
+ * An issue job: a labelled issue becomes a draft pull request on `lilypad/issue-N`, or an honest
+ * account of why not. Every side effect is idempotent: a retry or re-run updates its own branch,
+ * pull request and status comment, never anyone else's commits.
+ */
+export function issuePlug(ctx: JobContext<IssueRunJob>): RunPlug<IssuePrepared> {
+  const { job, deps } = ctx;
+  return {
+    // Another copy of this job may already have published for this trigger (see publishPullRequest).
+    async alreadyDone() {
+      const already = await readPublished(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, runJobId(job.repoId, job.issueNumber), job.deliveryId);
+      return already ? publishedOutcome(already) : null;
+    },
+    async prepare() {
+      const { text, config } = await validateIssueJob(ctx);
+      await ctx.progress.phase({ kind: 'preparing', text: 'preparing the sandbox' });
+      const ws = await prepareWorkspace(ctx);
+      return {
+        config,
+        ws,
+        issueTitle: text.title,
+        pinnedBody: text.body,
+        task: prepareIssue(text.title, text.body),
+        checkout: ws.checkout,
+        source: ws.mirrorDir,
+        subject: `${job.owner}/${job.repo}#${job.issueNumber}`,
+        commit: { message: commitMessage(text.title, `Drafted by Lilypad for #${job.issueNumber}`, config.ci === 'hold'), author: await deps.github.commitAuthor(ws.htmlUrl) },
+        beforeAgent: () => recheckPinnedText(ctx),
+      };
+    },
+    publish: (_ctx, prepared, work) => openPullRequest(ctx, prepared, work),
+  };
+}
+
+async function openPullRequest(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: FinishedWork): Promise<RunOutcome> {
+  const { job, deps } = ctx;
+  const agent = work.run.session.agent;
+  const incomplete = BUDGET_EXITS.has(agent.exitReason);
+  const revision = revisionOf(work.run, work.change.headSha!, `${job.trigger === 'label' ? 'label' : '`/lilypad`'} by @${job.triggeredBy}`);
+  const body = withRevisions(pullRequestBody(ctx, p, work, revision.seconds, incomplete), renderRevisions([revision], (sha) => `${p.ws.htmlUrl}/commit/${sha}`));
+  const title = `${incomplete ? '[incomplete] ' : ''}Lilypad: ${p.issueTitle}`.slice(0, 250);
+  refuseSecrets(ctx.scanner(), Buffer.alloc(0), [body, title]);
+  const { published, fresh } = await publishPullRequest(ctx, p.config, work.change, { title, body, baseBranch: p.ws.defaultBranch, cloneUrl: p.ws.cloneUrl, incomplete, exitReason: agent.exitReason });
+  if (fresh) {
+    await resetFollowupCount(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, published.number);
+    const pinned = job.pinned ?? pinText(p.issueTitle, p.pinnedBody);
+    await recordIssueRevision(ctx, published, { issueNumber: job.issueNumber, branch: published.branch, pinned }, revision, p.ws.htmlUrl).catch((err: unknown) =>
+      ctx.log.warn({ err: (err as Error).message }, 'could not record the revision'),
+    );
+  }
+  return publishedOutcome(published);
+}
+
+function pullRequestBody(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: FinishedWork, seconds: number, incomplete: boolean): string {
+  const { run, change } = work;
+  const agent = run.session.agent;
+  return renderPullRequestBody({
+    issueNumber: ctx.job.issueNumber,
+    issueTitle: p.issueTitle,
+    summary: ctx.scanner().redact(agent.finalAnswer),
+    files: change.files,
+    dropped: change.dropped,
+    leftOut: run.session.patch?.leftOut ?? [],
+    tests: run.session.tests,
+    run: {
+      model: run.model,
+      steps: agent.steps,
+      promptTokens: agent.usage.prompt_tokens,
+      completionTokens: agent.usage.completion_tokens,
+      seconds,
+      exitReason: agent.exitReason,
+      image: run.image,
+      runId: ctx.runId,
+      runUrl: runLinkFor(ctx.deps.env, ctx.runId),
+    },
+    incomplete,
+    warnings: [...agent.warnings],
+    ciHeld: p.config.ci === 'hold',
+    ...(run.attempts ? { attempts: { rows: run.attempts.summaries, summary: run.attempts.selection.summary } } : {}),
+  });
+}
+
+/** What a publication was, as the run's outcome (also for a later copy of the job that finds it). */
+function publishedOutcome(p: Published): RunOutcome {
+  return { result: 'pull_request', number: p.number, url: p.url, updated: p.updated, incomplete: p.incomplete, branch: p.branch, exitReason: p.exitReason, draft: p.draft, note: p.note };
+}
+
+/** One row of the pull request's Revisions table. */
+export function revisionOf(run: SandboxRun, sha: string, trigger: string): Revision {
+  const a = run.session.agent;
+  return {
+    trigger,
+    sha,
+    testsBefore: testWord(run.session.tests?.before),
+    testsAfter: testWord(run.session.tests?.after),
+    steps: a.steps,
+    tokens: a.usage.prompt_tokens + a.usage.completion_tokens,
+    seconds: (Date.now() - run.startedAt) / 1000,
+  };
+}
