@@ -124,27 +124,8 @@ export function buildReviewTask(input: ReviewTaskInput): ReviewTask {
     }
     return t;
   };
-  const trigger = input.trigger ?? {};
-  const onlyCommand = (body: string): boolean => body.trim().toLowerCase().startsWith('/lilypad') && !body.trim().includes('\n');
-
   // 2. The items, cleaned; the trigger itself (when it is only the command) and control commands are not feedback.
-  const items: Item[] = [];
-  for (const t of input.feedback.threads) {
-    const comments = t.comments.map((c) => ({ ...c, body: clean(c.body) }));
-    const last = comments[comments.length - 1];
-    if (!last) continue;
-    const pinned = trigger.commentId !== undefined && t.comments.some((c) => c.id === trigger.commentId);
-    items.push({ kind: 'thread', thread: { ...t, path: clean(t.path), diffHunk: sanitizeIssueText(trimHunk(t.diffHunk)).text, comments }, at: last.createdAt, pinned });
-  }
-  for (const r of input.feedback.reviews) {
-    if (r.id === trigger.reviewId && onlyCommand(r.body)) continue;
-    items.push({ kind: 'review', review: { ...r, body: clean(r.body) }, at: r.submittedAt, pinned: r.id === trigger.reviewId });
-  }
-  for (const c of input.feedback.conversation) {
-    if (CONTROL_COMMAND.test(c.body.trim())) continue;
-    if (c.id === trigger.commentId && onlyCommand(c.body)) continue;
-    items.push({ kind: 'comment', comment: { ...c, body: clean(c.body) }, at: c.createdAt, pinned: c.id === trigger.commentId });
-  }
+  const items = feedbackItems(input, clean);
   const instructions = clean(input.instructions.trim());
   if (hidden > 0) warnings.push(`removed ${hidden} HTML comment(s) and invisible character(s) from the review feedback before the model saw it`);
 
@@ -188,6 +169,30 @@ export function buildReviewTask(input: ReviewTaskInput): ReviewTask {
     cut,
     warnings,
   };
+}
+
+/** Every piece of feedback as an item to render or cut; the trigger is pinned (never cut). */
+function feedbackItems(input: ReviewTaskInput, clean: (text: string) => string): Item[] {
+  const trigger = input.trigger ?? {};
+  const onlyCommand = (body: string): boolean => body.trim().toLowerCase().startsWith('/lilypad') && !body.trim().includes('\n');
+  const items: Item[] = [];
+  for (const t of input.feedback.threads) {
+    const comments = t.comments.map((c) => ({ ...c, body: clean(c.body) }));
+    const last = comments[comments.length - 1];
+    if (!last) continue;
+    const pinned = trigger.commentId !== undefined && t.comments.some((c) => c.id === trigger.commentId);
+    items.push({ kind: 'thread', thread: { ...t, path: clean(t.path), diffHunk: sanitizeIssueText(trimHunk(t.diffHunk)).text, comments }, at: last.createdAt, pinned });
+  }
+  for (const r of input.feedback.reviews) {
+    if (r.id === trigger.reviewId && onlyCommand(r.body)) continue;
+    items.push({ kind: 'review', review: { ...r, body: clean(r.body) }, at: r.submittedAt, pinned: r.id === trigger.reviewId });
+  }
+  for (const c of input.feedback.conversation) {
+    if (CONTROL_COMMAND.test(c.body.trim())) continue;
+    if (c.id === trigger.commentId && onlyCommand(c.body)) continue;
+    items.push({ kind: 'comment', comment: { ...c, body: clean(c.body) }, at: c.createdAt, pinned: c.id === trigger.commentId });
+  }
+  return items;
 }
 
 function renderItem(item: Item): string {
