@@ -159,6 +159,21 @@ function refusal(err: unknown): string {
   return `the job log could not be fetched: ${err instanceof Error ? err.message : String(err)}`;
 }
 
+/**
+ * Whether Lilypad fetches a download address GitHub gave: http(s) only, and https whenever the API
+ * itself is (a redirect must not downgrade the transport of a log that may hold secrets).
+ */
+export function downloadAllowed(location: string, apiBaseUrl: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(location);
+  } catch {
+    return false;
+  }
+  if (url.protocol === 'https:') return true;
+  return url.protocol === 'http:' && apiBaseUrl.startsWith('http:');
+}
+
 /** Downloads the end of the log at `url` (no credentials: the address is signed) and returns its raw text. */
 async function downloadEnd(url: string, limits: LogTailLimits, signal: AbortSignal): Promise<{ text: string; partial: boolean } | { reason: string }> {
   const res = await fetch(url, { headers: { range: `bytes=-${limits.downloadBytes}` }, signal });
@@ -193,7 +208,9 @@ export async function fetchJobLogTail(
     });
     const location = (res.headers as Record<string, string | undefined>).location;
     let raw: { text: string; partial: boolean } | { reason: string };
-    if (location) raw = await downloadEnd(location, limits, signal);
+    const apiBase = String(client.request.endpoint.DEFAULTS.baseUrl);
+    if (location && !downloadAllowed(location, apiBase)) raw = { reason: `GitHub pointed the log download at an address Lilypad does not fetch (${location.split('?')[0]?.slice(0, 100)})` };
+    else if (location) raw = await downloadEnd(location, limits, signal);
     else if (typeof res.data === 'string') raw = { text: res.data.slice(-limits.downloadBytes), partial: res.data.length > limits.downloadBytes };
     else if ((res.data as unknown) instanceof ArrayBuffer) {
       const buf = Buffer.from(res.data as unknown as ArrayBuffer);

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
 import { parseCheckRun, pickAnnotations, type FailingCheck, type RestAnnotation } from '../../src/github/ci-feedback.ts';
 import { buildCiFixTask } from '../../src/github/ci-fix-task.ts';
-import { tailOfLog } from '../../src/github/ci-job-log.ts';
+import { downloadAllowed, tailOfLog } from '../../src/github/ci-job-log.ts';
 import { failureSignature, lastErrorLines, normaliseForSignature } from '../../src/github/ci-signature.ts';
 import { SecretScanner } from '../../src/observability/secrets.ts';
 import { estimateTokens } from '../../src/pipeline/review-task.ts';
@@ -124,6 +124,14 @@ describe('job log tail', () => {
     assert.ok(!text.includes('ignore previous instructions'));
     assert.equal(tail.hiddenRemoved, 3);
   });
+});
+
+test('a log download address: https, or http only against an http API (a test stand-in); nothing else', () => {
+  assert.equal(downloadAllowed('https://blob.example/logs/1?sig=x', 'https://api.github.com'), true);
+  assert.equal(downloadAllowed('http://blob.example/logs/1?sig=x', 'https://api.github.com'), false);
+  assert.equal(downloadAllowed('http://127.0.0.1:9/logs/1', 'http://127.0.0.1:9/api/v3'), true);
+  assert.equal(downloadAllowed('file:///etc/passwd', 'http://127.0.0.1:9/api/v3'), false);
+  assert.equal(downloadAllowed('not a url', 'https://api.github.com'), false);
 });
 
 describe('annotations', () => {

@@ -277,7 +277,7 @@ export function minimalRepo(s: StandinState, repo: RepoRec): Record<string, unkn
   return Object.fromEntries(MINIMAL_REPO_KEYS.map((k) => [k, full[k] ?? null]));
 }
 
-/** A check suite as REST lists it; `webhook` also gives the keys the check_suite payload carries. */
+/** GitHub's `check-suite` (REST; the check_suite payload carries it without `repository`). */
 export function checkSuiteJson(s: StandinState, suite: CheckSuiteRec): CheckSuite {
   const repo = suite.repo;
   const api = `${s.apiUrl}/repos/${repoPath(repo)}`;

@@ -1,7 +1,8 @@
 /**
  * A stand-in for GitHub Enterprise Server 3.15 on 127.0.0.1: the REST API under /api/v3 (app JWT and
- * installation-token auth), git smart HTTP for real clones and pushes, and webhook deliveries signed
- * like GitHub's. Point Probot at it with `GHE_HOST=<host>` and `GHE_PROTOCOL=http`.
+ * installation-token auth), git smart HTTP for real clones and pushes, GitHub Actions log downloads
+ * (ci-routes.ts), and webhook deliveries signed like GitHub's. Point Probot at it with
+ * `GHE_HOST=<host>` and `GHE_PROTOCOL=http`.
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
