@@ -6,6 +6,25 @@ import { z } from 'zod';
  */
 const command = z.string().trim().min(1, 'must be a non-empty command');
 
+/** What is wrong with a path meant to stay inside the repository, or null. */
+function repoPathProblem(p: string): string | null {
+  if (p === '') return 'it is empty';
+  if (p.length > 1024) return 'it is longer than 1024 characters';
+  if (p.startsWith('/')) return 'it must be relative to the repository root (no leading /)';
+  if (/[\x00-\x1f\\]/.test(p)) return 'it must not contain backslashes or control characters';
+  if (p.replace(/^\.\//, '').split('/').some((s) => s === '' || s === '.' || s === '..')) return 'it must not contain `..`, `.` or empty parts';
+  return null;
+}
+
+// `none`, or a file in the repository, relative to its root, that cannot point outside it.
+const instructions = z
+  .string()
+  .trim()
+  .superRefine((v, ctx) => {
+    const problem = v === 'none' ? null : repoPathProblem(v);
+    if (problem) ctx.addIssue({ code: 'custom', message: `must be \`none\` or a path in the repository such as docs/AGENTS.md; ${problem}` });
+  });
+
 const repoConfigSchema = z
   .object({
     trigger_label: z.string().trim().min(1).max(50).default('lilypad'),
@@ -34,6 +53,16 @@ const repoConfigSchema = z
     // Best of k: k agent runs in parallel sandboxes, the tests (then agreement, then size) choose.
     // Capped by the administrator's LILYPAD_MAX_ATTEMPTS.
     attempts: z.number().int().min(1).max(10).default(1),
+    // Instructions for coding agents added to the task, read at the base commit (never the pull
+    // request's head): unset, the root AGENTS.md and those of the directories the issue names;
+    // a path, that file instead; none, nothing.
+    instructions: instructions.optional(),
+    // A failing CI check on Lilypad's pull request (after CI was released): command: only
+    // `/lilypad fix-ci` by a writer starts a fix; auto: Lilypad starts one by itself; off: neither.
+    ci_fix: z.enum(['auto', 'command', 'off']).default('command'),
+    // Automatic CI fixes per pull request (ci_fix: auto); none after a person pushed to its branch,
+    // and none for a check that fails the same way as before the last fix.
+    ci_fix_attempts: z.number().int().min(1).max(10).default(2),
   })
   .strict();
 

@@ -87,7 +87,7 @@ describe('the first hour: register, install, label, get a pull request (no REDIS
     assert.deepEqual(manifest['callback_urls'], [`${base()}/auth/callback`]);
     assert.equal(manifest['redirect_url'], `${base()}/setup/callback`);
     assert.equal(manifest['setup_url'], `${base()}/setup/installed`);
-    assert.deepEqual(manifest['default_permissions'], { metadata: 'read', contents: 'write', issues: 'write', pull_requests: 'write' });
+    assert.deepEqual(manifest['default_permissions'], { metadata: 'read', contents: 'write', issues: 'write', pull_requests: 'write', checks: 'read', actions: 'read', statuses: 'read' });
     assert.ok((manifest['default_events'] as string[]).includes('issues'));
     assert.match(donePage, new RegExp(`href="${gh.origin}/github-apps/lilypad/installations/new"`));
     assert.equal(gh.registeredManifests()[0]?.converted, true);

@@ -7,6 +7,7 @@ import { newInstallationToken, MSG_JWT_UNDECODABLE } from './auth.ts';
 import type { AuthInfo } from './auth.ts';
 import * as gitRepo from './git-repo.ts';
 import { DOCS_ROOT, isoNow, levelAllows, nodeId } from './state.ts';
+import { defineCiRoutes } from './ci-routes.ts';
 import { defineHistoryRoutes } from './history.ts';
 import { commentOnLine, replyToComment, ReviewInputError, submitReview } from './reviews.ts';
 import type { LineComment } from './reviews.ts';
@@ -63,6 +64,8 @@ export interface RouteKit {
   repoCtx(req: ApiRequest, p: Params, write: boolean): RepoCtx;
   need(req: ApiRequest, ctx: RepoCtx, needs: readonly Need[]): void;
   list<T>(req: ApiRequest, items: T[]): ApiResponse;
+  /** One page of `items` (per_page, page) and its `link` header, for lists GitHub wraps in an object. */
+  paginate<T>(req: ApiRequest, items: T[]): { page: T[]; headers: Record<string, string> };
   fail(req: ApiRequest, status: number, message: string, errors?: unknown[]): never;
   validation(req: ApiRequest, errors: unknown[]): never;
   issueOr404(req: ApiRequest, repo: RepoRec, numberText: string | undefined): IssueRec;
@@ -770,15 +773,19 @@ export class RestApi {
 
     // ---- issue history: list issues, timelines, merging (history.ts)
     defineHistoryRoutes(this.state, this.routeKit());
+
+    // ---- CI: check suites and runs, annotations, commit statuses, Actions jobs and logs (ci-routes.ts)
+    defineCiRoutes(this.state, this.routeKit());
   }
 
-  /** The routing and checks, for the routes defined in other files (history.ts). */
+  /** The routing and checks, for the routes defined in other files (history.ts, ci-routes.ts). */
   private routeKit(): RouteKit {
     return {
       add: (method, template, auth, accepted, docs, handler) => this.add(method, template, auth, accepted, docs, handler),
       repoCtx: (req, p, write) => this.repoCtx(req, p, write),
       need: (req, ctx, needs) => this.need(req, ctx, needs),
       list: (req, items) => this.list(req, items),
+      paginate: (req, items) => this.paginate(req, items),
       fail: (req, status, message, errors) => this.fail(req, status, message, errors),
       validation: (req, errors) => this.validation(req, errors),
       issueOr404: (req, repo, n) => this.issueOr404(req, repo, n),

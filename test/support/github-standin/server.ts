@@ -1,7 +1,8 @@
 /**
  * A stand-in for GitHub Enterprise Server 3.15 on 127.0.0.1: the REST API under /api/v3 (app JWT and
- * installation-token auth), git smart HTTP for real clones and pushes, and webhook deliveries signed
- * like GitHub's. Point Probot at it with `GHE_HOST=<host>` and `GHE_PROTOCOL=http`.
+ * installation-token auth), git smart HTTP for real clones and pushes, GitHub Actions log downloads
+ * (ci-routes.ts), and webhook deliveries signed like GitHub's. Point Probot at it with
+ * `GHE_HOST=<host>` and `GHE_PROTOCOL=http`.
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -13,6 +14,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { generateAppKeys, resolveAuth } from './auth.ts';
 import type { AuthInfo } from './auth.ts';
+import { ciHelpers } from './ci-helpers.ts';
+import { serveJobLogDownload } from './ci-routes.ts';
 import { handleGit, isGitPath } from './git-http.ts';
 import { handleGraphql } from './graphql.ts';
 import { historyHelpers } from './history.ts';
@@ -251,6 +254,14 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
         await onApi(req, res, url, receivedAt);
         return;
       }
+      const download = req.method === 'GET' ? serveJobLogDownload(state, url, req.headers) : null;
+      if (download) {
+        // A job log at the signed address GET .../actions/jobs/{id}/logs redirected to (ci-routes.ts).
+        record({ kind: 'download', method: 'GET', path: req.url ?? url.pathname, status: download.status, headers: { ...req.headers }, body: undefined, rawBody: '', token: null }, receivedAt);
+        res.writeHead(download.status, { ...download.headers, 'content-length': String(download.body.length) });
+        res.end(download.body);
+        return;
+      }
       if (isGitPath(url.pathname)) {
         const pushFault = req.method === 'POST' && url.pathname.endsWith('/git-receive-pack') ? gitPushFailures.find((f) => f.left > 0) : undefined;
         const result = pushFault ? await failGitPush(req, res, pushFault) : await handleGit(req, res, url, state, children);
@@ -451,6 +462,7 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
 
     ...reviewHelpers(state, payloadFactory),
     ...historyHelpers(state, payloadFactory),
+    ...ciHelpers(state, payloadFactory, (targetUrl, event, payload) => deliver({ secret: webhookSecret, appId, hookId, host, deliveries }, targetUrl, event, payload)),
 
     setGraphqlEnabled(enabled: boolean): void {
       graphql.enabled = enabled;

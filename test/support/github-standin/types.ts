@@ -381,7 +381,8 @@ export interface IssuedToken {
 }
 
 export interface RecordedApiRequest {
-  kind: 'api' | 'git';
+  /** `download`: a log download from the address GET .../actions/jobs/{id}/logs redirects to. */
+  kind: 'api' | 'git' | 'download';
   method: string;
   /** The raw request target including the query string, e.g. `/api/v3/repos/o/r/pulls?head=o%3Ab`. */
   path: string;
@@ -540,6 +541,253 @@ export interface StandinHistoryHelpers {
   setRepoVisibility(owner: string, repo: string, visibility: 'public' | 'private'): void;
 }
 
+export type CheckStatus = 'queued' | 'in_progress' | 'completed';
+export type CheckConclusion = 'success' | 'failure' | 'neutral' | 'cancelled' | 'skipped' | 'timed_out' | 'action_required';
+export type CommitStatusState = 'error' | 'failure' | 'pending' | 'success';
+
+/** An app as check runs and suites carry it (GitHub's `integration`). */
+export interface CheckApp {
+  id: number;
+  slug: string;
+  node_id: string;
+  owner: User;
+  name: string;
+  description: string;
+  external_url: string;
+  html_url: string;
+  created_at: string;
+  updated_at: string;
+  permissions: PermissionSet;
+  events: string[];
+  [other: string]: unknown;
+}
+
+/** GitHub's `pull-request-minimal` (in check runs and suites). */
+export interface PullRequestMinimal {
+  url: string;
+  id: number;
+  number: number;
+  head: { ref: string; sha: string; repo: { id: number; url: string; name: string } };
+  base: { ref: string; sha: string; repo: { id: number; url: string; name: string } };
+}
+
+/** GitHub's `check-suite`. */
+export interface CheckSuite {
+  id: number;
+  node_id: string;
+  head_branch: string | null;
+  head_sha: string;
+  status: CheckStatus;
+  conclusion: CheckConclusion | null;
+  url: string;
+  before: string | null;
+  after: string;
+  pull_requests: PullRequestMinimal[];
+  app: CheckApp;
+  repository: Record<string, unknown>;
+  created_at: string;
+  updated_at: string;
+  head_commit: { id: string; tree_id: string; message: string; timestamp: string; author: { name: string; email: string }; committer: { name: string; email: string } };
+  latest_check_runs_count: number;
+  check_runs_url: string;
+  rerequestable: boolean;
+  runs_rerequestable: boolean;
+}
+
+/** GitHub's `check-run`; `check_suite` is `{ id }` over REST and the whole suite in webhook payloads. */
+export interface CheckRun {
+  id: number;
+  head_sha: string;
+  node_id: string;
+  external_id: string;
+  url: string;
+  html_url: string;
+  details_url: string;
+  status: CheckStatus;
+  conclusion: CheckConclusion | null;
+  started_at: string;
+  completed_at: string | null;
+  output: { title: string | null; summary: string | null; text: string | null; annotations_count: number; annotations_url: string };
+  name: string;
+  check_suite: { id: number } | Omit<CheckSuite, 'repository' | 'head_commit' | 'latest_check_runs_count' | 'check_runs_url' | 'rerequestable' | 'runs_rerequestable'>;
+  app: CheckApp;
+  pull_requests: PullRequestMinimal[];
+}
+
+/** An annotation as a test creates it (GitHub's create-check-run input). */
+export interface CheckAnnotationInput {
+  path: string;
+  start_line: number;
+  end_line?: number;
+  start_column?: number;
+  end_column?: number;
+  annotation_level: 'notice' | 'warning' | 'failure';
+  message: string;
+  title?: string;
+  raw_details?: string;
+}
+
+/** GitHub's `check-annotation`. */
+export interface CheckAnnotation {
+  path: string;
+  start_line: number;
+  end_line: number;
+  start_column: number | null;
+  end_column: number | null;
+  annotation_level: 'notice' | 'warning' | 'failure';
+  title: string | null;
+  message: string;
+  raw_details: string | null;
+  blob_href: string;
+}
+
+/** GitHub's `status` (GET .../statuses); the combined status lists them without `creator`. */
+export interface CommitStatus {
+  url: string;
+  avatar_url: string;
+  id: number;
+  node_id: string;
+  state: CommitStatusState;
+  description: string | null;
+  target_url: string | null;
+  context: string;
+  created_at: string;
+  updated_at: string;
+  creator?: User;
+}
+
+/** GitHub's `combined-commit-status`. */
+export interface CombinedStatus {
+  state: 'failure' | 'pending' | 'success';
+  statuses: CommitStatus[];
+  sha: string;
+  total_count: number;
+  repository: Record<string, unknown>;
+  commit_url: string;
+  url: string;
+}
+
+/** GitHub's `job` (Actions). */
+export interface ActionsJob {
+  id: number;
+  run_id: number;
+  run_url: string;
+  run_attempt: number;
+  node_id: string;
+  head_sha: string;
+  url: string;
+  html_url: string;
+  status: CheckStatus;
+  conclusion: CheckConclusion | null;
+  created_at: string;
+  started_at: string;
+  completed_at: string | null;
+  name: string;
+  steps: Array<{ name: string; status: 'in_progress' | 'completed'; conclusion: CheckConclusion | null; number: number; started_at: string; completed_at: string | null }>;
+  check_run_url: string;
+  labels: string[];
+  runner_id: number;
+  runner_name: string;
+  runner_group_id: number;
+  runner_group_name: string;
+  workflow_name: string;
+  head_branch: string | null;
+}
+
+/** A webhook a CI helper produced, in the order GitHub sends them. */
+export interface ProducedWebhook {
+  event: 'check_run' | 'check_suite' | 'status';
+  payload: WebhookPayload;
+}
+
+export interface CheckRunInput {
+  /** The commit: a sha, or a branch name (its tip). */
+  ref: string;
+  name: string;
+  /**
+   * The app that owns the check run: `github-actions` (the default: the run is an Actions job, with
+   * a job log), the stand-in's own app slug (Lilypad's own check), or any other slug (a third-party
+   * app, made up on first use).
+   */
+  app?: string;
+  /** Default `completed`. */
+  status?: CheckStatus;
+  /** Default `success` for a completed run; null while it is not. */
+  conclusion?: CheckConclusion;
+  title?: string | null;
+  summary?: string | null;
+  text?: string | null;
+  annotations?: CheckAnnotationInput[];
+  /**
+   * GitHub Actions: the job log's lines without timestamps (the stand-in stamps them as the runner
+   * does, starts the file with a byte order mark and, for a failed job, ends it with the runner's
+   * `##[error]Process completed with exit code N.` line, also added as an annotation on `.github`,
+   * as GitHub does).
+   */
+  log?: string | readonly string[];
+  /** GitHub Actions: the workflow's name (one workflow run and check suite per workflow and commit). Default `CI`. */
+  workflow?: string;
+  /** GitHub Actions: the failing step's exit code. Default 1. */
+  exitCode?: number;
+  detailsUrl?: string;
+  /** The webhooks' `sender`. Default the repository's owner. */
+  sender?: string;
+  /** Deliver the webhooks to this address (signed, as sendWebhook does), in order. */
+  deliverTo?: string;
+}
+
+export interface CheckRunResult {
+  checkRun: CheckRun;
+  checkSuite: CheckSuite;
+  /** GitHub Actions: the job id (the check run's id) and its workflow run's id; else null. */
+  jobId: number | null;
+  runId: number | null;
+  /** check_run `created` (a new run), check_run `completed` (when it completed), check_suite `completed` (when every run of its suite has). */
+  webhooks: ProducedWebhook[];
+  /** Set when `deliverTo` was given. */
+  deliveries: WebhookResult[];
+}
+
+export interface CommitStatusInput {
+  /** The commit: a sha, or a branch name (its tip). */
+  ref: string;
+  state: CommitStatusState;
+  /** Default `default`, as on GitHub. */
+  context?: string;
+  /** At most 140 characters, as GitHub accepts. */
+  description?: string | null;
+  targetUrl?: string | null;
+  /** Who posted it (the webhook's `sender`). Default the repository's owner. */
+  creator?: string;
+  deliverTo?: string;
+}
+
+export interface CommitStatusResult {
+  status: CommitStatus;
+  webhooks: ProducedWebhook[];
+  deliveries: WebhookResult[];
+}
+
+/**
+ * CI on a commit (ci-helpers.ts): check runs (by GitHub Actions, with a job log, or by another
+ * app), commit statuses, and the check_run / check_suite / status webhooks GitHub sends for them.
+ */
+export interface StandinCiHelpers {
+  addCheckRun(owner: string, repo: string, input: CheckRunInput): Promise<CheckRunResult>;
+  /** Completes a queued or in-progress run (appending `log` lines to an Actions job's log). */
+  completeCheckRun(
+    owner: string,
+    repo: string,
+    checkRunId: number,
+    input: Pick<CheckRunInput, 'conclusion' | 'title' | 'summary' | 'text' | 'annotations' | 'log' | 'exitCode' | 'sender' | 'deliverTo'>,
+  ): Promise<CheckRunResult>;
+  addCommitStatus(owner: string, repo: string, input: CommitStatusInput): Promise<CommitStatusResult>;
+  /** The check runs on a commit (REST shape), newest first. */
+  checkRuns(owner: string, repo: string, ref: string): CheckRun[];
+  /** An Actions job's whole log, as the download serves it (null when the job has none). */
+  jobLog(jobId: number): string | null;
+}
+
 export interface InjectedFailureHandle {
   /** How many requests this rule has failed so far. */
   readonly hits: number;
@@ -547,7 +795,7 @@ export interface InjectedFailureHandle {
   remove(): void;
 }
 
-export interface GitHubStandin extends StandinReviewHelpers, StandinHistoryHelpers {
+export interface GitHubStandin extends StandinReviewHelpers, StandinHistoryHelpers, StandinCiHelpers {
   /** http://127.0.0.1:PORT */
   origin: string;
   /** 127.0.0.1:PORT (for GHE_HOST; use GHE_PROTOCOL=http) */

@@ -6,7 +6,7 @@ import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { GHES_VERSION } from './state.ts';
-import type { IssueRec, StandinState, UserRec, CommentRec, ReviewCommentRec, ReviewRec } from './state.ts';
+import type { IssueRec, RepoRec, StandinState, UserRec, CommentRec, ReviewCommentRec, ReviewRec } from './state.ts';
 import type { WebhookDelivery, WebhookPayload, WebhookResult } from './types.ts';
 
 interface ExampleEvent {
@@ -35,8 +35,8 @@ export function webhookExamples(): ExampleEvent[] {
   return examplesCache;
 }
 
-/** The first example of `event` with `action` (a deep copy), or undefined. */
-export function exampleFor(event: string, action: string): Record<string, unknown> | undefined {
+/** The first example of `event` with `action` (a deep copy), or undefined. `status` payloads have no action. */
+export function exampleFor(event: string, action: string | undefined): Record<string, unknown> | undefined {
   const ev = webhookExamples().find((e) => e.name === event);
   const ex = ev?.examples.find((x) => x.action === action);
   return ex ? (JSON.parse(JSON.stringify(ex)) as Record<string, unknown>) : undefined;
@@ -61,13 +61,17 @@ export class PayloadFactory {
    * keys we do not model (e.g. `enterprise`) keep the example's values, re-hosted on the stand-in.
    */
   build(event: string, action: string, templateAction: string, fill: Record<string, unknown>, issue: IssueRec): WebhookPayload {
+    return this.buildForRepo(event, action, templateAction, fill, issue.repo);
+  }
+
+  /** As build, for events about a repository rather than an issue; `action` undefined for events without one (`status`). */
+  buildForRepo(event: string, action: string | undefined, templateAction: string | undefined, fill: Record<string, unknown>, repo: RepoRec): WebhookPayload {
     const s = this.state;
-    const template = exampleFor(event, templateAction) ?? { action };
-    const repo = issue.repo;
+    const template = exampleFor(event, templateAction) ?? (action === undefined ? {} : { action });
     const inst = s.installationFor(repo.owner);
     const known: Record<string, unknown> = {
       ...fill,
-      action,
+      ...(action === undefined ? {} : { action }),
       repository: s.repo(repo),
     };
     if (inst) known.installation = { id: inst.id, node_id: Buffer.from(`023:IntegrationInstallation${inst.id}`).toString('base64') };
