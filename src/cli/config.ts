@@ -3,7 +3,7 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { parseRepoConfig, type RepoConfig } from '../config/repo-config.ts';
 import { directoryReader, inferCommands, type InferredCommands } from '../inference/index.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../shared/usage-error.ts';
 import { parseCommandArgs } from './args.ts';
 
 const CONFIG_FILE = '.github/lilypad.yml';

@@ -16,7 +16,7 @@ import { createDockerClient } from '../sandbox/sandbox.ts';
 import { mountWebExtras, startMetricsPort } from '../web/mount.ts';
 import { checkSandboxRuntime } from '../sandbox/runtime.ts';
 import { startPrivateRedis } from './private-redis.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../shared/usage-error.ts';
 
 type Role = 'start' | 'web' | 'worker';
 

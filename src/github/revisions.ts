@@ -1,4 +1,4 @@
-import type { TestOutcome } from '../pipeline/test-command.ts';
+import type { TestOutcome } from '../test-results/test-outcome.ts';
 
 /** One revision of a Lilypad pull request: the first run, then each follow-up. */
 export interface Revision {

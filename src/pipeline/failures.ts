@@ -4,7 +4,8 @@ import { statusOf } from '../github/client.ts';
 import { GlobError } from '../config/globs.ts';
 import { LockTimeoutError } from '../queue/redis-lock.ts';
 import { SandboxDeadlineError } from '../sandbox/deadline.ts';
-import { CancelledError, SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError } from '../sandbox/errors.ts';
+import { SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError } from '../sandbox/errors.ts';
+import { CancelledError } from '../shared/cancel.ts';
 import { GitError } from '../workspace/git.ts';
 import { SetupError } from './sandbox-session.ts';
 

@@ -1,6 +1,6 @@
 import type { RepoConfig } from '../config/repo-config.ts';
 import { dropQuotedLines, fetchReviewFeedback } from '../github/review-feedback.ts';
-import { CancelledError } from '../sandbox/errors.ts';
+import { CancelledError } from '../shared/cancel.ts';
 import { takeRequests, type FollowupRequest } from './followups.ts';
 import { BUDGET_EXITS, noChange, noPatchWhy, revisionOf } from './issue-job.ts';
 import type { JobContext, RunJobOutcome } from './job-context.ts';

@@ -9,7 +9,7 @@ import { phaseTimed } from '../observability/metrics.ts';
 import type { RunRecorder } from '../observability/run-store.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import type { RunJob } from '../queue/jobs.ts';
-import { CancelledError, reasonText } from '../sandbox/errors.ts';
+import { CancelledError, reasonText } from '../shared/cancel.ts';
 import type { RunStatus } from './run-status.ts';
 import { StaleTriggerError } from './validate-trigger.ts';
 import type { SetupNetworkProvider } from './sandbox-session.ts';

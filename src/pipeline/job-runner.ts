@@ -8,7 +8,7 @@ import { SecretScanner } from '../observability/secrets.ts';
 import { parseCancelRequest, type CancelBus, type CancelRequest } from '../queue/cancel-bus.ts';
 import { finishingKey, reportedNumber, type RunJob } from '../queue/jobs.ts';
 import type { RunQueue } from '../queue/run-queue.ts';
-import { runLinkFor } from '../web/urls.ts';
+import { runLinkFor } from '../config/public-urls.ts';
 import { classifyFailure } from './failures.ts';
 import { followupEnded, type FollowupTarget } from './followups.ts';
 import { runFollowupJob } from './followup-job.ts';

@@ -9,11 +9,11 @@ import { prepareIssue } from '../agent/prompt.ts';
 import { JsonlTrajectory } from '../agent/trajectory.ts';
 import type { Logger } from '../observability/logger.ts';
 import { SecretScanner } from '../observability/secrets.ts';
-import { CancelledError } from '../sandbox/errors.ts';
+import { CancelledError } from '../shared/cancel.ts';
 import { groupLeftOut, type LeftOutGroup } from '../workspace/leftovers.ts';
 import { cloneLocalRepository, type LocalCheckout } from '../workspace/local-clone.ts';
 import { runSandboxSession, SetupError, type SetupNetworkProvider } from './sandbox-session.ts';
-import type { TestOutcome } from './test-command.ts';
+import type { TestOutcome } from '../test-results/test-outcome.ts';
 
 export interface LocalRunOptions {
   repo: string;

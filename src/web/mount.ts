@@ -1,4 +1,4 @@
-import { publicUrlOf } from './urls.ts';
+import { publicUrlOf } from '../config/public-urls.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Queue } from 'bullmq';
 import type { Env } from '../config/env.ts';

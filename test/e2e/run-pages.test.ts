@@ -13,7 +13,7 @@ import { RunStore } from '../../src/observability/run-store.ts';
 import { SecretScanner } from '../../src/observability/secrets.ts';
 import { runSandboxSession } from '../../src/pipeline/sandbox-session.ts';
 import { createDockerClient } from '../../src/sandbox/sandbox.ts';
-import { runPageUrl } from '../../src/web/urls.ts';
+import { runPageUrl } from '../../src/config/public-urls.ts';
 import { startApp, waitFor, type AppHarness, type ScriptBook } from '../support/app-harness.ts';
 import { launchBrowser, testOutputDir } from '../support/browser.ts';
 import { CALC_REPO, makeRepo } from '../support/fixture-repo.ts';

@@ -1,15 +1,16 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ModelClient } from '../../agent/model-client.ts';
+import { buildUserMessage, SYSTEM_PROMPT } from '../../agent/prompt.ts';
 import { JsonlTrajectory } from '../../agent/trajectory.ts';
 import { imageAllowed } from '../../config/image-policy.ts';
 import type { RepoConfig } from '../../config/repo-config.ts';
 import { UserError } from '../failures.ts';
 import type { JobContext } from '../job-context.ts';
 import { runSandboxSession, type SandboxSessionInput, type SandboxSessionResult } from '../sandbox-session.ts';
-import { selectAttempt, type Candidate, type Selection } from '../../eval/select.ts';
+import { selectAttempt, type Candidate, type Selection } from '../select-attempt.ts';
 import { testWord } from '../../github/revisions.ts';
-import { CancelledError, reasonText } from '../../sandbox/errors.ts';
+import { CancelledError, reasonText } from '../../shared/cancel.ts';
 import { StaleTriggerError } from '../validate-trigger.ts';
 import { recheckPinnedText } from './validate.ts';
 
@@ -77,7 +78,7 @@ export async function runInSandbox(ctx: JobContext, config: RepoConfig, task: { 
       maxWallSeconds: agentWallSeconds(ctx, config, testTimeoutSeconds),
       bashTimeoutCapSeconds: deps.env.LILYPAD_BASH_TIMEOUT_CAP_SECONDS,
     };
-    recorder.task(task.title, task.body);
+    recorder.task(SYSTEM_PROMPT, buildUserMessage(task.title, task.body));
     recorder.config({ repoConfig: config, model, image, budgets, testTimeoutSeconds });
     let lastStatusAt = 0;
     const attempts = Math.min(config.attempts, deps.env.LILYPAD_MAX_ATTEMPTS);
@@ -159,7 +160,7 @@ function recordOutcome(ctx: JobContext, session: SandboxSessionResult): void {
 /**
  * Best of k: k attempts from the same checkout, each in its own sandbox with its own sampling
  * seed, in parallel; the tests, then agreement among the attempts, then the smaller diff choose
- * (src/eval/select.ts, the same rule `lilypad eval --select` measures). Every attempt's patch is
+ * (src/pipeline/select-attempt.ts, the same rule `lilypad eval --select` measures). Every attempt's patch is
  * kept with the run (LILYPAD_DATA_DIR/runs/<id>/attempt-N.diff), and every trajectory.
  */
 async function bestOfK(
