@@ -1,6 +1,7 @@
 import { brotliCompressSync, brotliDecompressSync, constants as zlibConstants, deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
+import { keys } from '../store/keys.ts';
 import type { Logger } from './logger.ts';
 import type { SecretScanner } from './secrets.ts';
 
@@ -233,11 +234,11 @@ export class RunStore {
   ) {}
 
   key(runId: string, part: 'summary' | 'live' | 'record'): string {
-    return `${this.opts.prefix}:run:${runId}:${part}`;
+    return keys.run(this.opts.prefix, runId, part);
   }
 
   get indexKey(): string {
-    return `${this.opts.prefix}:runs`;
+    return keys.runIndex(this.opts.prefix);
   }
 
   get ttlSeconds(): number {

@@ -2,7 +2,7 @@ import { UnrecoverableError } from 'bullmq';
 import { ModelError } from '../agent/model-client.ts';
 import { statusOf } from '../github/client.ts';
 import { GlobError } from '../config/globs.ts';
-import { LockTimeoutError } from '../queue/redis-lock.ts';
+import { LockTimeoutError } from '../store/redis-lock.ts';
 import { SandboxDeadlineError } from '../sandbox/deadline.ts';
 import { SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError } from '../sandbox/errors.ts';
 import { CancelledError } from '../shared/cancel.ts';

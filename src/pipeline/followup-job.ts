@@ -1,12 +1,12 @@
 import type { RepoConfig } from '../config/repo-config.ts';
 import { dropQuotedLines, fetchReviewFeedback } from '../github/review-feedback.ts';
 import { CancelledError } from '../shared/cancel.ts';
-import { takeRequests, type FollowupRequest } from './followups.ts';
+import { takeRequests, type FollowupRequest } from '../store/followup-requests.ts';
 import { BUDGET_EXITS, noChange, noPatchWhy, revisionOf } from './issue-job.ts';
 import type { JobContext, RunJobOutcome } from './job-context.ts';
 import { endIfStale, releaseJob } from './job-context.ts';
 import { UserError } from './failures.ts';
-import { addRevision } from './pr-record.ts';
+import { addRevision } from '../store/pull-records.ts';
 import { applyChange, HeadMovedError, pushOnTop, refuseSecrets } from './phases/publish.ts';
 import { replyInThreads, rewriteRevisions } from './phases/report.ts';
 import { runInSandbox } from './phases/sandbox.ts';
@@ -14,7 +14,7 @@ import { validateFollowup, type FollowupTarget } from './phases/validate.ts';
 import { prepareWorkspace } from './phases/workspace.ts';
 import { buildReviewTask } from './review-task.ts';
 import { checkoutSetupBase } from '../workspace/setup-base.ts';
-import type { FollowupRunJob } from '../queue/jobs.ts';
+import type { FollowupRunJob } from '../store/jobs.ts';
 
 /**
  * A follow-up job: Lilypad revises its own pull request after review. The same spine as an issue

@@ -1,7 +1,7 @@
 import { prepareIssue } from '../agent/prompt.ts';
 import { quoteUntrusted, renderPullRequestBody } from '../github/pull-request-body.ts';
 import { renderRevisions, testWord, withRevisions, type Revision } from '../github/revisions.ts';
-import { pinText, runJobId } from '../queue/jobs.ts';
+import { pinText, runJobId } from '../store/jobs.ts';
 import { runLinkFor } from '../config/public-urls.ts';
 import { CancelledError } from '../shared/cancel.ts';
 import type { JobContext, RunJobOutcome } from './job-context.ts';
@@ -11,8 +11,8 @@ import { recordIssueRevision, reportPullRequest } from './phases/report.ts';
 import { runInSandbox, type SandboxRun } from './phases/sandbox.ts';
 import { validateIssueJob } from './phases/validate.ts';
 import { prepareWorkspace } from './phases/workspace.ts';
-import { resetFollowupCount } from './followups.ts';
-import { readPublished } from './publish-change.ts';
+import { resetFollowupCount } from '../store/followup-requests.ts';
+import { readPublished } from '../store/published.ts';
 
 export const BUDGET_EXITS = new Set(['max_turns', 'max_context_len', 'max_tokens_per_turn', 'max_time', 'llm_query_error', 'tool_error']);
 

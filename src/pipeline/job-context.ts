@@ -8,7 +8,7 @@ import type { Logger } from '../observability/logger.ts';
 import { phaseTimed } from '../observability/metrics.ts';
 import type { RunRecorder } from '../observability/run-store.ts';
 import { SecretScanner } from '../observability/secrets.ts';
-import type { RunJob } from '../queue/jobs.ts';
+import type { RunJob } from '../store/jobs.ts';
 import { CancelledError, reasonText } from '../shared/cancel.ts';
 import type { RunStatus } from './run-status.ts';
 import { StaleTriggerError } from './validate-trigger.ts';
