@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Queue } from 'bullmq';
 import type Docker from 'dockerode';
+import type { Redis } from 'ioredis';
 import type { Env } from '../config/env.ts';
 import type { GitHubApp } from '../github/app-auth.ts';
 import { StatusComments } from '../github/status-comment.ts';
@@ -71,25 +72,16 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const swept = await sweepOrphans(opts.docker, runsQueue, workerId, installation).catch(() => 0);
   if (swept > 0) logger.warn({ workerId, swept }, 'removed sandboxes left behind by an earlier worker');
 
-  // Every instance keeps a heartbeat; every minute each worker removes what dead instances left on
-  // its machine (sandboxes, proxies, setup networks, temp dirs), whatever their host name was.
-  const heartbeat = startHeartbeat(redis, prefix, instance, logger, installation);
-  const tmpRoot = path.join(env.LILYPAD_DATA_DIR, 'tmp');
-  await mkdir(path.join(tmpRoot, instance), { recursive: true });
-  await markInstanceDir(path.join(tmpRoot, instance), installation);
-  // Workspaces are made with mkdtemp(os.tmpdir()): keep them where the sweep can find them.
-  process.env['TMPDIR'] = path.join(tmpRoot, instance);
-  const liveRuns = new Set<string>();
-  const stopSweeps = startSweeps({ docker: opts.docker, redis, scope: { prefix, installation }, tmpRoot, instance, liveRuns, logger });
+  const place = await occupyMachine(opts, redis, instance, installation);
 
   // Setup commands reach the network only through this worker's egress proxy (or not at all).
   const labels = { [LABEL_WORKER]: workerId, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix, [LABEL_INSTALLATION]: installation };
   const setupNetwork = opts.setupNetwork !== undefined ? opts.setupNetwork : await startEgress(env, opts.docker, labels, logger);
 
   const events = startEventWorker({ env, github: opts.github, logger, redis, redisUrl: opts.redisUrl, status, cancelBus, runQueue, runsQueue, eventsQueue });
-  const background = new Set<Promise<void>>();
+  const background = backgroundWork();
   const runs = startRunWorker(
-    { redisUrl: opts.redisUrl, prefix, instance, installation, liveRuns },
+    { redisUrl: opts.redisUrl, prefix, instance, installation, liveRuns: place.liveRuns },
     {
       env,
       github: opts.github,
@@ -103,11 +95,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       cancelBus,
       runStore: runStoreFromEnv(redis, env),
       runs: runQueue,
-      background: (work) => {
-        const p = work.then(() => undefined, () => undefined);
-        background.add(p);
-        void p.finally(() => background.delete(p));
-      },
+      background: background.add,
     },
   );
   const stopRescheduling = await scheduleReconcile(eventsQueue, redis, env, logger, RESCHEDULE_EVERY_MS);
@@ -124,20 +112,66 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
         logger.info({ workerId }, 'worker stopping');
         runs.cancelAllJobs(SHUTDOWN);
         await Promise.all([runs.close(), events.close()]);
-        await Promise.all(background);
+        await background.settled();
         await cancelBus.close();
         await runsQueue.close();
         await eventsQueue.close();
-        stopSweeps();
+        place.stopSweeps();
         stopRescheduling();
         await removeLabelled(opts.docker, LABEL_INSTANCE, instance).catch(() => 0);
         if (setupNetwork instanceof EgressProxy) await setupNetwork.stop();
-        await rm(path.join(tmpRoot, instance), { recursive: true, force: true });
-        await heartbeat.stop();
+        await place.leave();
         redis.disconnect();
         logger.info({ workerId }, 'worker stopped');
       })();
       return closing;
+    },
+  };
+}
+
+/** Work that outlives its job (token revocation): a stopping worker waits for it, whatever its outcome. */
+function backgroundWork(): { add(work: Promise<unknown>): void; settled(): Promise<void> } {
+  const pending = new Set<Promise<void>>();
+  return {
+    add(work) {
+      const p = work.then(() => undefined, () => undefined);
+      pending.add(p);
+      void p.finally(() => pending.delete(p));
+    },
+    settled: async () => void (await Promise.all(pending)),
+  };
+}
+
+/** This instance on its machine: its heartbeat, its temp dir, and the sweeps that run beside it. */
+interface MachinePlace {
+  /** The jobs this instance is running now: sandboxes and networks of its other jobs are leftovers. */
+  liveRuns: Set<string>;
+  stopSweeps(): void;
+  /** Removes the temp dir and the heartbeat. */
+  leave(): Promise<void>;
+}
+
+/**
+ * Every instance keeps a heartbeat; every minute each worker removes what dead instances left on
+ * its machine (sandboxes, proxies, setup networks, temp dirs), whatever their host name was.
+ */
+async function occupyMachine(opts: WorkerOptions, redis: Redis, instance: string, installation: string): Promise<MachinePlace> {
+  const prefix = opts.env.LILYPAD_QUEUE_PREFIX;
+  const heartbeat = startHeartbeat(redis, prefix, instance, opts.logger, installation);
+  const tmpRoot = path.join(opts.env.LILYPAD_DATA_DIR, 'tmp');
+  const tmpDir = path.join(tmpRoot, instance);
+  await mkdir(tmpDir, { recursive: true });
+  await markInstanceDir(tmpDir, installation);
+  // Workspaces are made with mkdtemp(os.tmpdir()): keep them where the sweep can find them.
+  process.env['TMPDIR'] = tmpDir;
+  const liveRuns = new Set<string>();
+  const stopSweeps = startSweeps({ docker: opts.docker, redis, scope: { prefix, installation }, tmpRoot, instance, liveRuns, logger: opts.logger });
+  return {
+    liveRuns,
+    stopSweeps,
+    async leave() {
+      await rm(tmpDir, { recursive: true, force: true });
+      await heartbeat.stop();
     },
   };
 }
