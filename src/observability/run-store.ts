@@ -400,8 +400,8 @@ export class RunRecorder {
   }
 
   /** The two messages the model starts from, exactly as the agent loop sends them (the caller builds them). */
-  task(system: string, user: string): void {
-    this.event({ t: 'task', system, user });
+  task(messages: { system: string; user: string }): void {
+    this.event({ t: 'task', system: messages.system, user: messages.user });
   }
 
   /** The settings the run used (repository config, budgets, model, image): JSON values only. */

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { ModelClient } from '../../src/agent/model-client.ts';
-import { prepareIssue } from '../../src/agent/prompt.ts';
+import { buildUserMessage, prepareIssue, SYSTEM_PROMPT } from '../../src/agent/prompt.ts';
 import { JsonlTrajectory } from '../../src/agent/trajectory.ts';
 import { RunStore } from '../../src/observability/run-store.ts';
 import { SecretScanner } from '../../src/observability/secrets.ts';
@@ -81,7 +81,7 @@ describe('run pages in a browser (lilypad web, GitHub sign-in through the stand-
     const scanner = new SecretScanner([]);
     const recorder = store.recorder({ runId, jobId: `run-${repoId}-${issueNumber}`, owner: OWNER, repo: 'calc', repoId, issueNumber, triggeredBy: 'alice', attempt: 1, workerId: 'e2e-worker' }, scanner);
     const prepared = prepareIssue(title, 'add(2, 3) gives -1 instead of 5.');
-    recorder.task(prepared.title, prepared.body);
+    recorder.task({ system: SYSTEM_PROMPT, user: buildUserMessage(prepared.title, prepared.body) });
     const budgets = { maxSteps: 10, maxContextTokens: 131072, maxTokensPerTurn: 8192, maxWallSeconds: 300, bashTimeoutCapSeconds: 1800 };
     recorder.config({ model: 'frognano', image: TEST_IMAGE, test: 'python3 -m unittest -q', budgets });
     const trajectory = new JsonlTrajectory(path.join(mkdtempSync(path.join(os.tmpdir(), 'lilypad-e2e-traj-')), 'trajectory.jsonl'), scanner, (r) => recorder.step(r));

@@ -78,7 +78,7 @@ export async function runInSandbox(ctx: JobContext, config: RepoConfig, task: { 
       maxWallSeconds: agentWallSeconds(ctx, config, testTimeoutSeconds),
       bashTimeoutCapSeconds: deps.env.LILYPAD_BASH_TIMEOUT_CAP_SECONDS,
     };
-    recorder.task(SYSTEM_PROMPT, buildUserMessage(task.title, task.body));
+    recorder.task({ system: SYSTEM_PROMPT, user: buildUserMessage(task.title, task.body) });
     recorder.config({ repoConfig: config, model, image, budgets, testTimeoutSeconds });
     let lastStatusAt = 0;
     const attempts = Math.min(config.attempts, deps.env.LILYPAD_MAX_ATTEMPTS);
