@@ -3,8 +3,9 @@ import { createHash } from 'node:crypto';
 /**
  * Every Redis key Lilypad writes outside BullMQ's own, built here and nowhere else. Each family
  * is under the installation's queue prefix (LILYPAD_QUEUE_PREFIX), so one Redis can hold several
- * installations, and says in its comment what it holds and which file of src/store/ reads and
- * writes it. The strings are what earlier versions wrote: changing one orphans existing data.
+ * installations, and says in its comment what it holds and, for a record, which file of src/store/
+ * reads and writes it (a lock's key goes to store/redis-lock.ts). The strings are what earlier
+ * versions wrote: changing one orphans existing data (test/unit/store-keys.test.ts pins them).
  */
 export interface IssueKeyRef {
   owner: string;
