@@ -4,6 +4,7 @@
  * Prints the median and p95 of 30 loads (the target: under 300 ms). Run: `npx tsx bench/run-page.ts`.
  */
 import { Redis } from 'ioredis';
+import { buildUserMessage, SYSTEM_PROMPT } from '../src/agent/prompt.ts';
 import type { StepRecord } from '../src/agent/trajectory.ts';
 import { RunStore } from '../src/observability/run-store.ts';
 import { SecretScanner } from '../src/observability/secrets.ts';
@@ -50,7 +51,7 @@ async function main(): Promise<void> {
     gh.addCollaborator('acme', 'calc', 'alice', 'maintain');
     const store = new RunStore(redis, { prefix: app.prefix, retentionDays: 1, maxBytes: 8 * 1024 * 1024 });
     const rec = store.recorder({ runId: 'bench-150', jobId: 'run-1-1', owner: 'acme', repo: 'calc', repoId: repo.id, issueNumber: 1, triggeredBy: 'alice', attempt: 1, workerId: 'bench' }, new SecretScanner([]));
-    rec.task('A parser bug', 'The parser drops the last token.');
+    rec.task({ system: SYSTEM_PROMPT, user: buildUserMessage('A parser bug', 'The parser drops the last token.') });
     rec.config({ model: 'frognano', max_steps: 150 });
     for (let n = 1; n <= STEPS; n++) rec.step(step(n));
     const diff = Array.from({ length: 20 }, (_, f) => `diff --git a/src/m${f}.py b/src/m${f}.py\n--- a/src/m${f}.py\n+++ b/src/m${f}.py\n@@ -1,3 +1,3 @@\n def f():\n-    return 1\n+    return 2\n     pass\n`).join('');

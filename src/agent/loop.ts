@@ -1,5 +1,6 @@
 import { agentFinished, toolCall } from '../observability/metrics.ts';
-import { CancelledError, SandboxError, SandboxLostError } from '../sandbox/errors.ts';
+import { SandboxError, SandboxLostError } from '../sandbox/errors.ts';
+import { CancelledError } from '../shared/cancel.ts';
 import type { ToolResult } from '../sandbox/sandbox.ts';
 import { ModelError, withJsonBytes, type ChatModel, type RetryRecord } from './model-client.ts';
 import { SYSTEM_PROMPT, buildUserMessage } from './prompt.ts';

@@ -2,7 +2,7 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUse
 import type { ChatCompletion } from 'openai/resources/chat/completions';
 import { Agent, fetch as undiciFetch, type Dispatcher } from 'undici';
 import { modelRequest, modelRetried } from '../observability/metrics.ts';
-import { CancelledError, reasonText } from '../sandbox/errors.ts';
+import { CancelledError, reasonText } from '../shared/cancel.ts';
 
 /** The model endpoint failed in a way that retrying will not fix, or retries ran out. */
 export class ModelError extends Error {

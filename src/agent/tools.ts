@@ -5,8 +5,6 @@ import type { ChatCompletionFunctionTool } from 'openai/resources/chat/completio
  * types, required lists and order are part of the protocol. Descriptions are our own words with the
  * same meaning and brevity. No `strict`, no defaults. Semantics live in src/sandbox/toolbox.py.
  */
-export const TOOL_NAMES = ['Read', 'Write', 'Edit', 'Glob', 'Bash'] as const;
-
 export const LEAF_TOOLS: readonly ChatCompletionFunctionTool[] = [
   {
     type: 'function',

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { RepoConfig } from '../config/repo-config.ts';
 import { directoryReader } from '../inference/index.ts';
 import { CONFIG_FILE, ConfigFileError, effectiveConfig, type EffectiveConfig } from '../pipeline/effective-config.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../shared/usage-error.ts';
 import { parseCommandArgs } from './args.ts';
 
 const HELP = `Usage: lilypad config --repo <path> [--setup <command>]... [--test <command>] [--json]

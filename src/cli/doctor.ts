@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { httpUrl, parseCommandArgs } from './args.ts';
 import { describePrivateRedis } from './private-redis.ts';
 import { sandboxRuntimeCheck } from '../sandbox/runtime.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../shared/usage-error.ts';
 import { loadEnv, type Env } from '../config/env.ts';
 import { ModelClient } from '../agent/model-client.ts';
 import { interpretResponse } from '../agent/response.ts';

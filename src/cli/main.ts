@@ -41,7 +41,7 @@ async function main(argv: string[]): Promise<number> {
     case 'config':
       return (await import('./config.ts')).configCommand(rest);
     case 'eval':
-      return (await import('../eval/cli.ts')).evalCommand(rest);
+      return (await import('./eval.ts')).evalCommand(rest);
     case 'start':
     case 'web':
     case 'worker':

@@ -8,7 +8,7 @@ import { dockerForSandboxes } from '../sandbox/runtime.ts';
 import { LABEL_RUN } from '../sandbox/sandbox.ts';
 import { parseCommandArgs, positiveInt } from './args.ts';
 import { lazySetupProxy } from './setup-proxy.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../shared/usage-error.ts';
 
 const HELP = `Usage: lilypad run --repo <path> (--issue <file.md> | --title <text> [--body <text>]) [options]
 

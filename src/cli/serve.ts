@@ -9,14 +9,14 @@ import { createRegistration, isLoopbackUrl, registrationBaseUrl, SETUP_PATH, WEB
 import { createLimitedServer, type GuardedRequest } from '../github/webhook-limits.ts';
 import { lilypadApp } from '../github/webhooks.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
-import { EVENTS_QUEUE, type EventJob } from '../queue/jobs.ts';
-import { checkRedis, createRedis } from '../queue/redis.ts';
-import { startWorker } from '../queue/worker.ts';
+import { EVENTS_QUEUE, type EventJob } from '../store/jobs.ts';
+import { checkRedis, createRedis } from '../store/redis.ts';
+import { startWorker } from './worker-process.ts';
 import { createDockerClient } from '../sandbox/sandbox.ts';
 import { mountWebExtras, startMetricsPort } from '../web/mount.ts';
 import { checkSandboxRuntime } from '../sandbox/runtime.ts';
 import { startPrivateRedis } from './private-redis.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError } from '../shared/usage-error.ts';
 
 type Role = 'start' | 'web' | 'worker';
 

@@ -4,7 +4,7 @@ import path from 'node:path';
 import type Docker from 'dockerode';
 import { parse as parseYaml } from 'yaml';
 import { parseRepoConfig } from '../config/repo-config.ts';
-import { CancelledError } from '../sandbox/errors.ts';
+import { CancelledError } from '../shared/cancel.ts';
 import { git, gitRun } from '../workspace/git.ts';
 import type { LocalCheckout } from '../workspace/local-clone.ts';
 import { gitAuthEnv } from '../workspace/mirror.ts';

@@ -1,4 +1,4 @@
-import { UsageError } from '../cli/usage-error.ts';
+import { UsageError } from '../shared/usage-error.ts';
 
 /**
  * What one attempt costs. Self-hosted: GPU time priced by the hour; hosted: tokens priced per

@@ -2,7 +2,7 @@ import { lstat, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type Docker from 'dockerode';
-import { CancelledError, reasonText } from '../sandbox/errors.ts';
+import { CancelledError, reasonText } from '../shared/cancel.ts';
 import { Sandbox, type SandboxOptions } from '../sandbox/sandbox.ts';
 import { gitRun } from '../workspace/git.ts';
 import type { EvalInstance } from './instance.ts';

@@ -18,7 +18,7 @@ import { statusOf, type GitHubClient } from './client.ts';
  * - How much: at most `maxChecks` checks; per check a summary of `summaryChars`, `annotations`
  *   annotations of `annotationChars` each, and for an Actions job the last `lines` lines and
  *   `bytes` bytes of its log (downloaded as a byte range of `downloadBytes` from the end; a line is
- *   cut after `lineChars`). ci-fix-task.ts then fits all of it into a token budget.
+ *   cut after `lineChars`). pipeline/ci-fix-task.ts then fits all of it into a token budget.
  * - What is removed: every text goes through the issue-text hygiene (HTML comments, zero-width and
  *   bidi characters) and the SecretScanner (`redact`), after terminal escapes and control
  *   characters are stripped from the log.

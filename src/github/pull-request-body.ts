@@ -1,4 +1,4 @@
-import type { TestOutcome } from '../pipeline/test-command.ts';
+import type { TestOutcome } from '../test-results/test-outcome.ts';
 import { groupLeftOut, type LeftOutPath } from '../workspace/leftovers.ts';
 import { whyUnfinished } from './status-comment.ts';
 

@@ -2,10 +2,10 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { STATUS_MARKER } from './status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
-import { eventJobId, runJobId, type EventJob, type RunJob } from '../queue/jobs.ts';
+import { eventJobId, runJobId, type EventJob, type RunJob } from '../store/jobs.ts';
 import type { GitHubApp } from './app-auth.ts';
 import type { GitHubClient } from './client.ts';
-import { keys } from '../store/keys.ts';
+import { markRecoveredOnce } from '../store/recovery-marks.ts';
 
 const DEFAULT_TRIGGER_LABEL = 'lilypad';
 /** Status texts that promise a job exists (see renderStatus). */
@@ -78,7 +78,7 @@ async function enqueueIfMissed(deps: ReconcileDeps, octokit: GitHubClient, insta
   const status = ours.find((c) => c.body?.startsWith(STATUS_MARKER));
   const lost = status && LIVE_STATUS.test(status.body ?? '');
   if (ours.length > 0 && !lost) return false; // answered before: not missed
-  if (lost && (await deps.redis.set(keys.recovered(deps.prefix, repoId, issueNumber, status.updated_at), '1', 'EX', 30 * 24 * 3600, 'NX')) !== 'OK') return false;
+  if (lost && !(await markRecoveredOnce(deps.redis, deps.prefix, repoId, issueNumber, status.updated_at))) return false;
   const events = (await octokit.request('GET /repos/{owner}/{repo}/issues/{issue_number}/events', { owner, repo, issue_number: issueNumber, per_page: 100 })).data as Array<{
     id: number;
     event: string;

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { updateDotEnv } from '../config/dotenv.ts';
 import type { Env } from '../config/env.ts';
 import type { Logger } from '../observability/logger.ts';
-import { esc as escapeHtml } from '../web/html.ts';
+import { escapeHtml } from '../shared/escape-html.ts';
 import { githubEndpoints } from './app-auth.ts';
 import type { GuardedRequest } from './webhook-limits.ts';
 

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { graphqlBaseUrl, type GitHubClient, type IssueRef } from './client.ts';
-import { keys } from '../store/keys.ts';
+import { markRepliedOnce } from '../store/reply-marks.ts';
 
 /** Small things Lilypad says on an issue or pull request: comments, the 👀 acknowledgement, refusals. */
 
@@ -34,8 +34,7 @@ export async function acknowledge(octokit: GitHubClient, ref: IssueRef, what: Ac
 
 /** One reply per person and issue (and `what`), however often they try. */
 export async function replyOnce(redis: Redis, prefix: string, octokit: GitHubClient, ref: IssueRef, what: string, body: string): Promise<void> {
-  const key = keys.replied(prefix, ref, what);
-  if ((await redis.set(key, '1', 'EX', 90 * 24 * 3600, 'NX')) !== 'OK') return;
+  if (!(await markRepliedOnce(redis, prefix, ref, what))) return;
   await comment(octokit, ref, body);
 }
 

@@ -1,16 +1,7 @@
-import type { TestOutcome } from '../pipeline/test-command.ts';
+import type { Revision } from '../store/pull-records.ts';
+import type { TestOutcome } from '../test-results/test-outcome.ts';
 
-/** One revision of a Lilypad pull request: the first run, then each follow-up. */
-export interface Revision {
-  /** What started it, e.g. "label by @alice", "changes requested by @bob", "/lilypad by @carol". */
-  trigger: string;
-  sha: string;
-  testsBefore: string;
-  testsAfter: string;
-  steps: number;
-  tokens: number;
-  seconds: number;
-}
+export type { Revision };
 
 const BEGIN = '<!-- lilypad:revisions -->';
 const END = '<!-- /lilypad:revisions -->';

@@ -1,8 +1,7 @@
 import type { Redis } from 'ioredis';
 import { SecretScanner } from '../observability/secrets.ts';
-import { withRedisLock } from '../queue/redis-lock.ts';
+import { readStatusCommentId, withStatusCommentLock, writeStatusCommentId } from '../store/status-comment-ids.ts';
 import { statusOf, type GitHubClient, type IssueRef } from './client.ts';
-import { keys } from '../store/keys.ts';
 
 /** The states of the one status comment Lilypad keeps on an issue, edited in place. */
 export type StatusState =
@@ -83,23 +82,18 @@ export class StatusComments {
     private readonly botLogin: () => Promise<string> = async () => '',
   ) {}
 
-  private key(ref: IssueRef, slot?: string): string {
-    return keys.statusComment(this.prefix, ref, slot);
-  }
-
   /**
    * Writes the status. Without `slot`: the issue's one status comment. With one: that follow-up
    * run's status reply on the pull request (`ref` is the pull request), created on first use.
    */
   async set(client: GitHubClient, ref: IssueRef, state: StatusState, triggeredBy?: string, slot?: string, runUrl?: string): Promise<void> {
     const body = this.scanner.redact(renderStatus(state, triggeredBy, slot, runUrl));
-    const key = this.key(ref, slot);
-    await withRedisLock(this.redis, `${key}:lock`, { ttlMs: 15_000, waitMs: 5_000 }, async () => {
-      let id = Number(await this.redis.get(key)) || (slot ? 0 : await this.find(client, ref));
+    await withStatusCommentLock(this.redis, this.prefix, ref, slot, async () => {
+      let id = (await readStatusCommentId(this.redis, this.prefix, ref, slot)) ?? (slot ? 0 : await this.find(client, ref));
       if (id) {
         try {
           await client.request('PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}', { owner: ref.owner, repo: ref.repo, comment_id: id, body });
-          await this.redis.set(key, String(id), 'EX', 60 * 60 * 24 * 90);
+          await writeStatusCommentId(this.redis, this.prefix, ref, slot, id);
           return;
         } catch (err) {
           if (statusOf(err) !== 404) throw err; // deleted by a human: make a new one
@@ -112,7 +106,7 @@ export class StatusComments {
         issue_number: ref.issueNumber,
         body,
       });
-      await this.redis.set(key, String(res.data.id), 'EX', 60 * 60 * 24 * 90);
+      await writeStatusCommentId(this.redis, this.prefix, ref, slot, Number(res.data.id));
     });
   }
 

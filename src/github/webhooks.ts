@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { ApplicationFunction, Context } from 'probot';
-import { eventJobId, type EventJob } from '../queue/jobs.ts';
+import { eventJobId, type EventJob } from '../store/jobs.ts';
 
 /**
  * The Probot app: webhooks are validated (Probot checks X-Hub-Signature-256 on the raw body) and

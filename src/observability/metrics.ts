@@ -2,7 +2,7 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Queue } from 'bullmq';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { TOOL_NAMES } from '../agent/tools.ts';
+import { TOOL_NAMES } from '../shared/tool-names.ts';
 
 /**
  * Prometheus metrics. Every process (web, worker, or both) keeps its own registry and serves it

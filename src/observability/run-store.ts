@@ -1,8 +1,7 @@
 import { brotliCompressSync, brotliDecompressSync, constants as zlibConstants, deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { SYSTEM_PROMPT, buildUserMessage } from '../agent/prompt.ts';
-import type { StepRecord } from '../agent/trajectory.ts';
+import { keys } from '../store/keys.ts';
 import type { Logger } from './logger.ts';
 import type { SecretScanner } from './secrets.ts';
 
@@ -50,6 +49,8 @@ const stepRecordSchema = z.object({
   warnings: z.array(z.string()),
   error: z.string().optional(),
 });
+/** One agent step as the trajectory writes it (agent/trajectory.ts's StepRecord fits this shape). */
+export type RecordedStep = z.input<typeof stepRecordSchema>;
 
 const testOutcomeSchema = z.object({
   command: z.string(),
@@ -176,7 +177,7 @@ function cut(text: string, max: number): string {
 }
 
 /** A copy of the step with its long texts cut to `max` characters each. */
-function slimStep(r: StepRecord | z.infer<typeof stepRecordSchema>, max: number): z.infer<typeof stepRecordSchema> {
+function slimStep(r: RecordedStep, max: number): z.infer<typeof stepRecordSchema> {
   const parsed = stepRecordSchema.parse(r);
   return {
     ...parsed,
@@ -220,7 +221,7 @@ export interface RunFinish {
   pr?: { number: number; url: string } | null | undefined;
 }
 
-/** Test outcome as the pipeline has it (src/pipeline/test-command.ts). */
+/** Test outcome as the pipeline has it (src/test-results/test-outcome.ts). */
 type TestOutcomeInput = StoredTestOutcome;
 
 /** A live run stops following after this much quiet (the page then offers a reload). */
@@ -233,11 +234,11 @@ export class RunStore {
   ) {}
 
   key(runId: string, part: 'summary' | 'live' | 'record'): string {
-    return `${this.opts.prefix}:run:${runId}:${part}`;
+    return keys.run(this.opts.prefix, runId, part);
   }
 
   get indexKey(): string {
-    return `${this.opts.prefix}:runs`;
+    return keys.runIndex(this.opts.prefix);
   }
 
   get ttlSeconds(): number {
@@ -398,9 +399,9 @@ export class RunRecorder {
     return this.view.summary.runId;
   }
 
-  /** The two messages the model starts from, built exactly as the agent loop builds them. */
-  task(title: string, body: string): void {
-    this.event({ t: 'task', system: SYSTEM_PROMPT, user: buildUserMessage(title, body) });
+  /** The two messages the model starts from, exactly as the agent loop sends them (the caller builds them). */
+  task(messages: { system: string; user: string }): void {
+    this.event({ t: 'task', system: messages.system, user: messages.user });
   }
 
   /** The settings the run used (repository config, budgets, model, image): JSON values only. */
@@ -413,7 +414,7 @@ export class RunRecorder {
   }
 
   /** One step of the agent (pass this as the trajectory's tee). */
-  step(record: StepRecord): void {
+  step(record: RecordedStep): void {
     const s = this.view.summary;
     s.steps = Math.max(s.steps, record.step);
     s.promptTokens += record.usage?.prompt_tokens ?? 0;

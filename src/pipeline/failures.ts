@@ -2,9 +2,10 @@ import { UnrecoverableError } from 'bullmq';
 import { ModelError } from '../agent/model-client.ts';
 import { statusOf } from '../github/client.ts';
 import { GlobError } from '../config/globs.ts';
-import { LockTimeoutError } from '../queue/redis-lock.ts';
+import { LockTimeoutError } from '../store/redis-lock.ts';
 import { SandboxDeadlineError } from '../sandbox/deadline.ts';
-import { CancelledError, SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError } from '../sandbox/errors.ts';
+import { SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError } from '../sandbox/errors.ts';
+import { CancelledError } from '../shared/cancel.ts';
 import { GitError } from '../workspace/git.ts';
 import { SetupError } from './sandbox-session.ts';
 

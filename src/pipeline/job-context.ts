@@ -9,7 +9,7 @@ import type { Logger } from '../observability/logger.ts';
 import { phaseTimed } from '../observability/metrics.ts';
 import type { RunRecorder } from '../observability/run-store.ts';
 import { SecretScanner } from '../observability/secrets.ts';
-import type { RunJob } from '../queue/jobs.ts';
+import type { RunJob } from '../store/jobs.ts';
 import { CancelledError, reasonText } from '../shared/cancel.ts';
 import type { RunOutcome } from './outcome.ts';
 import { phaseStepper, runSettingsFromEnv, type RunContext, type RunProgress } from './run-context.ts';

@@ -5,10 +5,11 @@ import type { Logger } from '../observability/logger.ts';
 import { jobFinished } from '../observability/metrics.ts';
 import type { RunStore } from '../observability/run-store.ts';
 import { SecretScanner } from '../observability/secrets.ts';
-import { parseCancelRequest, type CancelBus, type CancelRequest } from '../queue/cancel-bus.ts';
-import { finishingKey, reportedNumber, type RunJob } from '../queue/jobs.ts';
-import type { RunQueue } from '../queue/run-queue.ts';
-import { runLinkFor } from '../web/urls.ts';
+import { parseCancelRequest, type CancelBus, type CancelRequest } from '../store/cancel-bus.ts';
+import { markFinishing } from '../store/finishing-marks.ts';
+import { reportedNumber, type RunJob } from '../store/jobs.ts';
+import type { RunQueue } from '../store/run-queue.ts';
+import { runLinkFor } from '../config/public-urls.ts';
 import { classifyFailure, faultOf } from './failures.ts';
 import { followupEnded, type FollowupTarget } from './followups.ts';
 import { createJobContext, type JobDeps, type RunJobOutcome } from './job-context.ts';
@@ -36,7 +37,7 @@ export class LostClaim extends Error {
   override name = 'LostClaim';
 }
 
-/** One job as the queue hands it over. Only queue/worker.ts knows this is BullMQ. */
+/** One job as the queue hands it over. Only cli/run-worker.ts knows this is BullMQ. */
 export interface QueuedRun {
   id: string;
   data: RunJob;
@@ -82,7 +83,7 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
     freshClient: () => tokens.rest(),
     // A trigger that arrives between this final status and the queue marking the job completed is a
     // re-run, not a duplicate: the trigger logic waits for the job to finish when it sees this.
-    onFinal: async () => void (await redis.set(finishingKey(prefix, run.id), '1', 'EX', 600)),
+    onFinal: () => markFinishing(redis, prefix, run.id),
     ref,
     triggeredBy: data.triggeredBy,
     log,

@@ -19,7 +19,7 @@ import { phaseStepper, type RunContext, type RunRecord, type RunSettings } from 
 import { SetupError, type SetupNetworkProvider } from './sandbox-session.ts';
 import { SandboxSlots } from './sandbox-slots.ts';
 import { REAL_STAGES, runSpine, type SpineStages } from './spine.ts';
-import type { TestOutcome } from './test-command.ts';
+import type { TestOutcome } from '../test-results/test-outcome.ts';
 
 export interface LocalRunOptions {
   runId?: string;

@@ -1,16 +1,10 @@
 import type { Redis } from 'ioredis';
-import { z } from 'zod';
-import { parseStored } from '../queue/stored-json.ts';
+import { readPushRecord, writePushRecord } from '../store/push-records.ts';
 import { pushBranch, remoteTip } from '../workspace/publish.ts';
-import { keys } from '../store/keys.ts';
 
 /** Branch names tried in order: lilypad/issue-N, then -2, -3, ... when someone else owns one. */
 const branchFor = (issueNumber: number, n = 1): string => `lilypad/issue-${issueNumber}${n > 1 ? `-${n}` : ''}`;
 const MAX_BRANCHES = 9;
-
-/** What Lilypad last pushed to a branch (and what it was about to push, should it crash meanwhile). */
-const pushRecordSchema = z.object({ sha: z.string().nullable(), pending: z.string().nullable() });
-type PushRecord = z.infer<typeof pushRecordSchema>;
 
 export interface PushTarget {
   redis: Redis;
@@ -51,19 +45,18 @@ export async function pushWithoutOverwriting(dir: string, headSha: string, targe
   throw new Error(`every branch from ${branchFor(target.issueNumber)} to ${branchFor(target.issueNumber, MAX_BRANCHES)} holds someone else's commits; delete the ones no longer needed and run Lilypad again`);
 }
 
-const RECORD_TTL_S = 365 * 24 * 3600;
 const SERVER_RETRY_DELAYS_MS = [1000, 3000, 9000];
 
 async function pushIfOurs(dir: string, headSha: string, target: PushTarget, branch: string): Promise<'pushed' | 'theirs'> {
-  const key = keys.pushed(target.prefix, target.repoId, branch);
-  const record = await readRecord(target.redis, key);
+  const { redis, prefix, repoId } = target;
+  const record = await readPushRecord(redis, prefix, repoId, branch);
   const tip = await remoteTip(target.cloneUrl, branch, await target.authHeader(), target.signal);
   const ours = tip === null || tip === record.sha || tip === record.pending || tip === headSha;
   if (!ours) return 'theirs';
-  await target.redis.set(key, JSON.stringify({ sha: record.sha, pending: headSha }), 'EX', RECORD_TTL_S);
+  await writePushRecord(redis, prefix, repoId, branch, { sha: record.sha, pending: headSha });
   const pushed = await pushBranch(dir, target.cloneUrl, branch, await target.authHeader(), { expected: tip }, target.signal);
   if (pushed !== 'pushed') return 'theirs';
-  await target.redis.set(key, JSON.stringify({ sha: headSha, pending: null }), 'EX', RECORD_TTL_S);
+  await writePushRecord(redis, prefix, repoId, branch, { sha: headSha, pending: null });
   return 'pushed';
 }
 
@@ -80,50 +73,4 @@ async function retryServerErrors<T>(fn: () => Promise<T>, delaysMs: readonly num
       await new Promise((r) => setTimeout(r, delay));
     }
   }
-}
-
-/**
- * What one trigger (one delivery) published. A copy of the job that runs again after the trigger
- * was published (a worker that lost its lock while publishing, a stalled job handed over) reads it
- * and reports the pull request instead of publishing a second time.
- */
-const publishedSchema = z.object({
-  deliveryId: z.string(),
-  number: z.number().int(),
-  url: z.string(),
-  branch: z.string(),
-  /** The commit published (older records may lack it). */
-  sha: z.string().optional(),
-  updated: z.boolean(),
-  incomplete: z.boolean(),
-  exitReason: z.string(),
-  draft: z.boolean(),
-  note: z.string().optional(),
-});
-export type Published = z.infer<typeof publishedSchema>;
-
-const publishedKey = keys.published;
-const PUBLISHED_TTL_S = 7 * 24 * 3600;
-
-/** What this trigger already published, if anything (the record of an older trigger does not count). */
-export async function readPublished(redis: Redis, prefix: string, jobId: string, deliveryId: string): Promise<Published | null> {
-  const published = parseStored(publishedSchema, await redis.get(publishedKey(prefix, jobId)));
-  return published?.deliveryId === deliveryId ? published : null;
-}
-
-export async function recordPublished(redis: Redis, prefix: string, jobId: string, published: Published): Promise<void> {
-  await redis.set(publishedKey(prefix, jobId), JSON.stringify(published), 'EX', PUBLISHED_TTL_S);
-}
-
-/**
- * After review, the branch is no longer Lilypad's alone: a follow-up's commit sits on top of what
- * reviewers may have pushed, so a later re-run of the issue must not take the branch over (it uses
- * the next free name instead).
- */
-export async function forgetPush(redis: Redis, prefix: string, repoId: number, branch: string): Promise<void> {
-  await redis.del(keys.pushed(prefix, repoId, branch));
-}
-
-async function readRecord(redis: Redis, key: string): Promise<PushRecord> {
-  return parseStored(pushRecordSchema, await redis.get(key)) ?? { sha: null, pending: null };
 }

@@ -2,11 +2,12 @@ import type Docker from 'dockerode';
 import { runAgent, type AgentBudgets, type AgentProgress, type AgentRunResult } from '../agent/loop.ts';
 import type { ModelClient } from '../agent/model-client.ts';
 import type { TrajectorySink } from '../agent/trajectory.ts';
-import { CancelledError, reasonText } from '../sandbox/errors.ts';
+import { CancelledError, reasonText } from '../shared/cancel.ts';
 import { Sandbox, type SandboxOptions } from '../sandbox/sandbox.ts';
 import { commitSetupState, extractPatch, type ExtractedPatch, type SetupState } from '../workspace/patch.ts';
 import { moveToHead } from '../workspace/setup-base.ts';
-import { runTestCommand, snapshotWorktree, type TestOutcome } from './test-command.ts';
+import { runTestCommand, snapshotWorktree } from './test-command.ts';
+import type { TestOutcome } from '../test-results/test-outcome.ts';
 
 /** A setup command from the repository's configuration failed: the user's to fix, not retried. */
 export class SetupError extends Error {

@@ -1,4 +1,4 @@
-import { CancelledError, reasonText } from '../sandbox/errors.ts';
+import { CancelledError, reasonText } from '../shared/cancel.ts';
 
 /**
  * The sandboxes one worker runs at once. Every sandbox session (each attempt of a best-of-k job

@@ -1,24 +1,7 @@
 import { SandboxError } from '../sandbox/errors.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
+import type { TestCounts, TestOutcome } from '../test-results/test-outcome.ts';
 import { SANDBOX_GIT } from '../workspace/patch.ts';
-
-export interface TestOutcome {
-  command: string;
-  /** passed: exit 0; failed: non-zero exit; timed_out: killed at the time limit; error: could not run. */
-  outcome: 'passed' | 'failed' | 'timed_out' | 'error';
-  exitCode: number | null;
-  durationMs: number;
-  counts: TestCounts | null;
-  /** The last lines of stdout and stderr, for humans. */
-  outputTail: string;
-}
-
-export interface TestCounts {
-  passed?: number;
-  failed?: number;
-  skipped?: number;
-  errors?: number;
-}
 
 const TAIL_BYTES = 16 * 1024;
 let runCounter = 0;

@@ -8,12 +8,14 @@ import { acknowledge, comment, politeRefusal, replyOnce, type Acknowledged } fro
 import { CONFIG_PATH, loadRepoConfig } from '../github/repo-config-loader.ts';
 import type { StatusComments } from '../github/status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { CancelBus } from '../queue/cancel-bus.ts';
-import { editsKey, finishingKey, pinText, runJobId, type EventJob, type IssueEdit, type PinnedText, type RunJob } from '../queue/jobs.ts';
-import { withRedisLock } from '../queue/redis-lock.ts';
-import { isLive, type JobState, type RunQueue } from '../queue/run-queue.ts';
+import type { CancelBus } from '../store/cancel-bus.ts';
+import { clearFinishing, isFinishing } from '../store/finishing-marks.ts';
+import { forgetIssueEdits, recordIssueEdit, type IssueEdit } from '../store/issue-edits.ts';
+import { pinText, runJobId, type EventJob, type PinnedText, type RunJob } from '../store/jobs.ts';
+import { withRedisLock } from '../store/redis-lock.ts';
+import { isLive, type JobState, type RunQueue } from '../store/run-queue.ts';
 import { cancelFollowups, requestFollowup, type FollowupDeps, type FollowupTarget } from './followups.ts';
-import { readPrRecord } from './pr-record.ts';
+import { readPrRecord } from '../store/pull-records.ts';
 import { keys } from '../store/keys.ts';
 
 export interface TriggerDeps {
@@ -103,7 +105,7 @@ export async function handleEvent(evt: EventJob, deps: TriggerDeps): Promise<str
 async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, label: string): Promise<string> {
   return withIssueLock(deps, jobId, async () => {
     let state = await deps.runs.state(jobId);
-    if (state === 'active' && (await deps.redis.exists(finishingKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId)))) {
+    if (state === 'active' && (await isFinishing(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, jobId))) {
       // Its final status is written; the queue is about to mark it completed: this is a re-run.
       state = await waitUntilNotActive(deps.runs, jobId);
     }
@@ -116,7 +118,8 @@ async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient,
     // A finished job that cannot be removed would swallow this trigger after "Queued" is shown.
     if (state !== undefined && !(await deps.runs.remove(jobId))) throw new Error(`could not replace the finished job ${jobId}`);
     await deps.cancelBus.clear(jobId);
-    await deps.redis.del(editsKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId), finishingKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId));
+    await forgetIssueEdits(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, jobId);
+    await clearFinishing(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, jobId);
     const pinned = evt.issueTitle !== undefined ? pinText(evt.issueTitle, evt.issueBody) : await currentText(octokit, ref);
     const data: RunJob = {
       kind: 'issue',
@@ -218,7 +221,7 @@ async function recordEdit(evt: EventJob, deps: TriggerDeps, octokit: GitHubClien
   if (!isLive(await deps.runs.state(jobId))) return 'ignored: no live job for the edited issue';
   const writer = evt.sender.type !== 'Bot' && (await hasWriteAccess(octokit, evt.owner, evt.repo, evt.sender.login));
   const entry: IssueEdit = { login: evt.sender.login, writer, at: evt.receivedAt };
-  await deps.redis.multi().rpush(editsKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId), JSON.stringify(entry)).expire(editsKey(deps.env.LILYPAD_QUEUE_PREFIX, jobId), 30 * 24 * 3600).exec();
+  await recordIssueEdit(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, jobId, entry);
   return `recorded an edit by ${evt.sender.login} (${writer ? 'writer' : 'no write access'})`;
 }
 

@@ -1,7 +1,7 @@
 import type { GitHubClient } from '../github/client.ts';
 import { hasWriteAccess } from '../github/permissions.ts';
-import { issueEditSchema, textDigest, type IssueEdit, type RunJob } from '../queue/jobs.ts';
-import { parseStoredList } from '../queue/stored-json.ts';
+import type { IssueEdit } from '../store/issue-edits.ts';
+import { textDigest, type RunJob } from '../store/jobs.ts';
 
 /** The trigger no longer holds (closed, unlabelled, no write access, text edited by an outsider). */
 export class StaleTriggerError extends Error {
@@ -44,8 +44,4 @@ export async function checkPinnedText(job: RunJob, currentDigest: string, edits:
     `the issue text was edited ${who}, after @${job.triggeredBy} started Lilypad, so the job stopped before the agent saw it. ` +
       'Someone with write access can check the new text and label the issue again (or comment `/lilypad`) to run Lilypad on it.',
   );
-}
-
-export function parseEdits(raw: string[]): IssueEdit[] {
-  return parseStoredList(issueEditSchema, raw);
 }

@@ -31,6 +31,3 @@ export class SandboxLimitError extends SandboxError {
 export class SandboxBoundaryError extends SandboxError {
   override name = 'SandboxBoundaryError';
 }
-
-// Cancellation is shared by every layer; re-exported here for the sandbox's callers.
-export { CancelledError, reasonText } from '../shared/cancel.ts';

@@ -5,7 +5,8 @@ import Docker from 'dockerode';
 import { sandboxClosed, sandboxOpened } from '../observability/metrics.ts';
 import { ToolboxChannel } from './channel.ts';
 
-import { CancelledError, SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError, SandboxLostError, reasonText } from './errors.ts';
+import { SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError, SandboxLostError } from './errors.ts';
+import { CancelledError, reasonText } from '../shared/cancel.ts';
 import { SandboxDeadlineError, withDeadline } from './deadline.ts';
 import { createHardenedContainer, resolveAgentUser } from './container-spec.ts';
 import { execOnce } from './exec-once.ts';

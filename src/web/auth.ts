@@ -2,6 +2,7 @@ import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, ran
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
+import { deleteWebSession, readWebSession, writeWebSession } from '../store/web-sessions.ts';
 
 /**
  * Sign-in with GitHub (the app's own OAuth client: user-to-server tokens), sessions in Redis
@@ -42,7 +43,6 @@ export interface ViewerRepos {
   problems: string[];
 }
 
-const sessionSchema = z.object({ login: z.string(), token: z.string(), csrf: z.string(), expiresAt: z.number() });
 export interface Session {
   id: string;
   login: string;
@@ -148,10 +148,6 @@ export class WebAuth {
 
   // ------------------------------------------------------------ sessions
 
-  private sessionKey(id: string): string {
-    return `${this.prefix}:websession:${createHash('sha256').update(id).digest('hex')}`;
-  }
-
   private seal(token: string): string {
     const iv = randomBytes(12);
     const c = createCipheriv('aes-256-gcm', this.sealKey, iv);
@@ -170,19 +166,17 @@ export class WebAuth {
   async session(req: IncomingMessage): Promise<Session | null> {
     const id = this.unsign(readCookie(req, this.sessionCookie));
     if (!id) return null;
-    const raw = await this.redis.get(this.sessionKey(id));
-    if (!raw) return null;
-    const parsed = sessionSchema.safeParse(JSON.parse(raw));
-    if (!parsed.success || parsed.data.expiresAt <= Date.now()) return null;
+    const stored = await readWebSession(this.redis, this.prefix, id);
+    if (!stored || stored.expiresAt <= Date.now()) return null;
     try {
-      return { id, login: parsed.data.login, token: this.unseal(parsed.data.token), csrf: parsed.data.csrf };
+      return { id, login: stored.login, token: this.unseal(stored.token), csrf: stored.csrf };
     } catch {
       return null; // sealed with another client secret
     }
   }
 
   async endSession(session: Session, res: ServerResponse): Promise<void> {
-    await this.redis.del(this.sessionKey(session.id));
+    await deleteWebSession(this.redis, this.prefix, session.id);
     res.setHeader('set-cookie', this.cookie(this.sessionCookie, '', 0));
   }
 
@@ -235,7 +229,7 @@ export class WebAuth {
     const id = randomBytes(32).toString('base64url');
     const ttl = Math.min(SESSION_MAX_S, parsed.data.expires_in && parsed.data.expires_in > 60 ? parsed.data.expires_in - 60 : SESSION_MAX_S);
     const record = { login: user.body.login, token: this.seal(token), csrf: randomBytes(24).toString('base64url'), expiresAt: Date.now() + ttl * 1000 };
-    await this.redis.set(this.sessionKey(id), JSON.stringify(record), 'EX', ttl);
+    await writeWebSession(this.redis, this.prefix, id, record, ttl);
     res.setHeader('set-cookie', [this.cookie(this.sessionCookie, this.sign(id), ttl), this.cookie(this.stateCookie, '', 0)]);
     return this.nextPath(saved.data.next);
   }

@@ -1,10 +1,9 @@
 /** Small helpers for server-rendered pages: escaping, the page frame, numbers and times. */
 
-const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+import { escapeHtml } from '../shared/escape-html.ts';
 
-export function esc(value: unknown): string {
-  return String(value ?? '').replace(/[&<>"']/g, (c) => ESCAPES[c]!);
-}
+/** Shared with the registration pages in github/, which sit below web/. */
+export const esc = escapeHtml;
 
 export interface PageFrame {
   title: string;

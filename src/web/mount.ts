@@ -1,4 +1,4 @@
-import { publicUrlOf } from './urls.ts';
+import { publicUrlOf } from '../config/public-urls.ts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Queue } from 'bullmq';
 import type { Env } from '../config/env.ts';
@@ -6,8 +6,8 @@ import { githubEndpoints } from '../github/app-auth.ts';
 import type { Logger } from '../observability/logger.ts';
 import { handleMetricsRequest, startMetricsServer, watchQueue } from '../observability/metrics.ts';
 import { runStoreFromEnv } from '../observability/run-store.ts';
-import { RUNS_QUEUE } from '../queue/jobs.ts';
-import { createRedis } from '../queue/redis.ts';
+import { RUNS_QUEUE } from '../store/jobs.ts';
+import { createRedis } from '../store/redis.ts';
 import { createRunPages } from './routes.ts';
 
 export interface WebExtras {

@@ -2,7 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { EVENTS_QUEUE } from '../../src/queue/jobs.ts';
+import { EVENTS_QUEUE } from '../../src/store/jobs.ts';
 import { CALC_REPO } from '../support/fixture-repo.ts';
 import { startApp, titleOf, waitFor, type AppHarness } from '../support/app-harness.ts';
 

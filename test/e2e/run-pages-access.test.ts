@@ -10,6 +10,7 @@ import { SecretScanner } from '../../src/observability/secrets.ts';
 import { createRunPages, type RunPages } from '../../src/web/routes.ts';
 import { startGitHubStandin, type GitHubStandin } from '../support/github-standin/index.ts';
 import { standinOAuthClient } from '../support/github-standin/oauth.ts';
+import { buildUserMessage, SYSTEM_PROMPT } from '../../src/agent/prompt.ts';
 
 /**
  * Who sees what on the run pages, over real HTTP: the real page handler (src/web/routes.ts) on a
@@ -113,7 +114,7 @@ describe('run pages: access, redirects, rate limits, live streams, cookies', () 
 
   async function recordRun(runId: string, owner: string, repo: string, repoId: number, o: { live?: boolean; workerId?: string; config?: Record<string, unknown> } = {}): Promise<void> {
     const r = store.recorder({ runId, jobId: `run-${repoId}-1`, owner, repo, repoId, issueNumber: 1, triggeredBy: 'alice', attempt: 1, workerId: o.workerId ?? 'worker-a' }, scanner);
-    r.task('Fix it', 'Please.');
+    r.task({ system: SYSTEM_PROMPT, user: buildUserMessage('Fix it', 'Please.') });
     r.config(o.config ?? { model: 'frognano' });
     if (o.live) await r.flush();
     else await r.finish({ outcome: 'no_change', why: 'nothing to do' });

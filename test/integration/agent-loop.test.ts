@@ -6,7 +6,8 @@ import { ModelClient } from '../../src/agent/model-client.ts';
 import { SYSTEM_PROMPT } from '../../src/agent/prompt.ts';
 import { LEAF_TOOLS } from '../../src/agent/tools.ts';
 import { MemoryTrajectory } from '../../src/agent/trajectory.ts';
-import { CancelledError, SandboxError } from '../../src/sandbox/errors.ts';
+import { SandboxError } from '../../src/sandbox/errors.ts';
+import { CancelledError } from '../../src/shared/cancel.ts';
 import { startModelServer, type Flavour, type ModelServer, type ModelServerOptions, type ScriptedToolCall } from '../support/model-server.ts';
 import { openToolbox, type Toolbox } from '../support/sandbox-harness.ts';
 

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { Octokit } from '@octokit/rest';
 import { Redis } from 'ioredis';
 import { upsertPullRequest } from '../../src/github/pull-request.ts';
-import { withRedisLock } from '../../src/queue/redis-lock.ts';
+import { withRedisLock } from '../../src/store/redis-lock.ts';
 import { CancelledError } from '../../src/shared/cancel.ts';
 import { gitRun } from '../../src/workspace/git.ts';
 import { updateMirror } from '../../src/workspace/mirror.ts';

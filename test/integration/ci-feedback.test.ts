@@ -10,7 +10,7 @@ import { createAppAuth } from '@octokit/auth-app';
 import { request as octokitRequest } from '@octokit/request';
 import { Octokit } from '@octokit/rest';
 import { CiFeedbackError, fetchCiFeedback, type FetchCiFeedbackOptions } from '../../src/github/ci-feedback.ts';
-import { buildCiFixTask } from '../../src/github/ci-fix-task.ts';
+import { buildCiFixTask } from '../../src/pipeline/ci-fix-task.ts';
 import { SecretScanner } from '../../src/observability/secrets.ts';
 import { startGitHubStandin } from '../support/github-standin/index.ts';
 import type { GitHubStandin } from '../support/github-standin/index.ts';

@@ -14,7 +14,7 @@ import { ModelClient } from '../../src/agent/model-client.ts';
 import { JsonlTrajectory } from '../../src/agent/trajectory.ts';
 import { SecretScanner } from '../../src/observability/secrets.ts';
 import { runSandboxSession, type SandboxSessionResult } from '../../src/pipeline/sandbox-session.ts';
-import type { TestOutcome } from '../../src/pipeline/test-command.ts';
+import type { TestOutcome } from '../../src/test-results/test-outcome.ts';
 import { makeRepo } from '../support/fixture-repo.ts';
 import { startModelServer, type ModelServer, type ScriptedReply } from '../support/model-server.ts';
 import { TEST_IMAGE, testDocker } from '../support/sandbox-harness.ts';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 
-import { LockTimeoutError, withRedisLock } from '../../src/queue/redis-lock.ts';
+import { LockTimeoutError, withRedisLock } from '../../src/store/redis-lock.ts';
 
 const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 

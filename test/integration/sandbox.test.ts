@@ -2,7 +2,8 @@ import os from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createDockerClient, LABEL_RUN, removeLabelled, Sandbox } from '../../src/sandbox/sandbox.ts';
-import { CancelledError, SandboxError } from '../../src/sandbox/errors.ts';
+import { SandboxError } from '../../src/sandbox/errors.ts';
+import { CancelledError } from '../../src/shared/cancel.ts';
 import { TEST_IMAGE } from '../support/sandbox-harness.ts';
 
 const docker = createDockerClient();

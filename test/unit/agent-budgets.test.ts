@@ -5,7 +5,8 @@ import type { ChatCompletion } from 'openai/resources/chat/completions';
 import { runAgent, type AgentBudgets, type AgentRunResult, type ToolExecutor } from '../../src/agent/loop.ts';
 import { ModelError, type ChatModel, type CompletionOutcome, type RetryRecord } from '../../src/agent/model-client.ts';
 import { MemoryTrajectory } from '../../src/agent/trajectory.ts';
-import { CancelledError, SandboxError, SandboxLostError } from '../../src/sandbox/errors.ts';
+import { SandboxError, SandboxLostError } from '../../src/sandbox/errors.ts';
+import { CancelledError } from '../../src/shared/cancel.ts';
 import type { ToolResult } from '../../src/sandbox/sandbox.ts';
 
 // The agent loop's end conditions, driven in-process: a scripted ChatModel instead of an HTTP

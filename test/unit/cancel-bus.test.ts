@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 
-import { CancelBus, parseCancelRequest, type CancelRequest } from '../../src/queue/cancel-bus.ts';
+import { CancelBus, parseCancelRequest, type CancelRequest } from '../../src/store/cancel-bus.ts';
 import { waitFor } from '../support/app-harness.ts';
 
 // Real Redis on the loopback; every test has a prefix of its own, and its keys are removed after.

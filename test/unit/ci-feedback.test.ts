@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
 import { parseCheckRun, pickAnnotations, type FailingCheck, type RestAnnotation } from '../../src/github/ci-feedback.ts';
-import { buildCiFixTask } from '../../src/github/ci-fix-task.ts';
+import { buildCiFixTask } from '../../src/pipeline/ci-fix-task.ts';
 import { downloadAllowed, tailOfLog } from '../../src/github/ci-job-log.ts';
 import { failureSignature, lastErrorLines, normaliseForSignature } from '../../src/github/ci-signature.ts';
 import { SecretScanner } from '../../src/observability/secrets.ts';

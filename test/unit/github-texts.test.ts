@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { fence, MACHINE_WRITTEN_NOTICE, quoteUntrusted, renderPullRequestBody, type PullRequestBodyInput } from '../../src/github/pull-request-body.ts';
 import { renderStatus, STATUS_MARKER } from '../../src/github/status-comment.ts';
 import { intentOf } from '../../src/pipeline/triggers.ts';
-import type { EventJob } from '../../src/queue/jobs.ts';
+import type { EventJob } from '../../src/store/jobs.ts';
 
 const base: PullRequestBodyInput = {
   issueNumber: 7,

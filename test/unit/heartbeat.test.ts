@@ -6,7 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 
-import { isAlive, markInstanceDir, startHeartbeat, sweepDeadInstances } from '../../src/queue/heartbeat.ts';
+import { markInstanceDir, sweepDeadInstances } from '../../src/cli/worker-sweeps.ts';
+import { isAlive, startHeartbeat } from '../../src/store/heartbeats.ts';
 import { createDockerClient } from '../../src/sandbox/sandbox.ts';
 import { freePort, waitFor } from '../support/app-harness.ts';
 

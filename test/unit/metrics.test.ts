@@ -2,6 +2,8 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
+import { LEAF_TOOLS } from '../../src/agent/tools.ts';
+import { TOOL_NAMES } from '../../src/shared/tool-names.ts';
 import { jobFinished, modelRequest, modelRetried, readQueueSummary, renderMetrics, startMetricsServer, toolCall, watchQueue } from '../../src/observability/metrics.ts';
 
 const prefix = `lilypad-unit-metrics-${process.pid}-${Date.now().toString(36)}`;
@@ -27,6 +29,10 @@ test('recorded values show up in the Prometheus text, with bounded label values'
   assert.match(body, /^lilypad_model_retries_total\{reason="rate_limited"\} 1$/m);
   assert.match(body, /^lilypad_tool_call_duration_seconds_count\{tool="unknown"\} 1$/m, 'a made-up tool name does not become a label');
   assert.match(body, /^lilypad_job_duration_seconds_bucket\{le="60",kind="run"\} 1$/m);
+});
+
+test("the tool names metrics accept as labels are the Leaf tools' names, in order", () => {
+  assert.deepEqual([...TOOL_NAMES], LEAF_TOOLS.map((t) => t.function.name));
 });
 
 test('queue gauges come from BullMQ at scrape time, oldest waiting job included', async () => {

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { Agent, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 
 import { ModelClient, ModelError, type CompletionOutcome, type ModelClientOptions, type RetryRecord } from '../../src/agent/model-client.ts';
-import { CancelledError } from '../../src/sandbox/errors.ts';
+import { CancelledError } from '../../src/shared/cancel.ts';
 import { flavourErrorBody, startModelServer, type Flavour, type ModelServer, type ModelServerOptions } from '../support/model-server.ts';
 
 const BODY = { model: 'frognano-4b', messages: [{ role: 'user', content: 'hi' }] };

@@ -5,7 +5,8 @@ import { GlobError } from '../../src/config/globs.ts';
 import { imageAllowed } from '../../src/config/image-policy.ts';
 import { parseTestCounts } from '../../src/pipeline/test-command.ts';
 import { classifyFailure, UserError } from '../../src/pipeline/failures.ts';
-import { SandboxError, SandboxImageError, CancelledError } from '../../src/sandbox/errors.ts';
+import { SandboxError, SandboxImageError } from '../../src/sandbox/errors.ts';
+import { CancelledError } from '../../src/shared/cancel.ts';
 import { ModelError } from '../../src/agent/model-client.ts';
 
 test('exclude_paths: braces and classes work; ** spans directories; a directory covers what is below it', () => {

@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import type { StepRecord } from '../../src/agent/trajectory.ts';
 import { RunStore, type RunInit } from '../../src/observability/run-store.ts';
 import { SecretScanner } from '../../src/observability/secrets.ts';
+import { buildUserMessage, SYSTEM_PROMPT } from '../../src/agent/prompt.ts';
 
 // Real Redis, a prefix of its own.
 const prefix = `lilypad-unit-recbatch-${process.pid}-${Date.now().toString(36)}`;
@@ -65,7 +66,7 @@ test('steps recorded in a burst reach a run page by themselves, in order, redact
 test('finish() right after a burst keeps every event and ends the stream with done', async () => {
   const store = new RunStore(redis, { prefix, retentionDays: 1, maxBytes: 8 * 1024 * 1024 });
   const rec = store.recorder(init('r-finish'), new SecretScanner([]));
-  rec.task('T', 'B');
+  rec.task({ system: SYSTEM_PROMPT, user: buildUserMessage('T', 'B') });
   for (let n = 1; n <= 7; n++) rec.step(step(n));
   rec.warning('last words');
   await rec.finish({ outcome: 'no_change', exitReason: 'agent' });

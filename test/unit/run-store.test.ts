@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import type { StepRecord } from '../../src/agent/trajectory.ts';
 import { RunStore, type RunInit } from '../../src/observability/run-store.ts';
 import { SecretScanner } from '../../src/observability/secrets.ts';
+import { buildUserMessage, SYSTEM_PROMPT } from '../../src/agent/prompt.ts';
 
 // Real Redis, a prefix of its own.
 const prefix = `lilypad-unit-runstore-${process.pid}-${Date.now().toString(36)}`;
@@ -40,7 +41,7 @@ function step(n: number, observation: string, extra: Partial<StepRecord> = {}): 
 test('a live run folds from its events; once finished it is one compressed record with the same content', async () => {
   const store = new RunStore(redis, { prefix, retentionDays: 30, maxBytes: 8 * 1024 * 1024 });
   const rec = store.recorder(init('r-fold'), new SecretScanner([]));
-  rec.task('Title', 'Body');
+  rec.task({ system: SYSTEM_PROMPT, user: buildUserMessage('Title', 'Body') });
   rec.config({ model: 'm', budgets: { maxSteps: 5 } });
   rec.step(step(1, 'out 1\n[... truncated ...]'));
   rec.step(step(2, 'out 2'));
@@ -73,7 +74,7 @@ test('secrets are redacted before anything is written', async () => {
   const store = new RunStore(redis, { prefix, retentionDays: 1, maxBytes: 1024 * 1024 });
   const secret = 'sk-live-secret-value-1234567890';
   const rec = store.recorder(init('r-secret'), new SecretScanner([secret]));
-  rec.task('Title', `use ${secret}`);
+  rec.task({ system: SYSTEM_PROMPT, user: buildUserMessage('Title', `use ${secret}`) });
   rec.step(step(1, `token ghp_${'a1B2'.repeat(9)} and ${secret}`));
   await rec.finish({ outcome: 'no_change', why: `nothing (${secret})`, diff: `+${secret}\n` });
   const raw = JSON.stringify((await store.load('r-secret'))!.view);

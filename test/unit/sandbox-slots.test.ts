@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CancelledError } from '../../src/sandbox/errors.ts';
+import { CancelledError } from '../../src/shared/cancel.ts';
 import { SandboxSlots } from '../../src/pipeline/sandbox-slots.ts';
 import { parseCommand } from '../../src/pipeline/triggers.ts';
 

@@ -1,9 +1,9 @@
 import { prepareIssue } from '../../agent/prompt.ts';
 import { renderPullRequestBody } from '../../github/pull-request-body.ts';
 import { renderRevisions, testWord, withRevisions, type Revision } from '../../github/revisions.ts';
-import { pinText, runJobId, type IssueRunJob } from '../../queue/jobs.ts';
-import { runLinkFor } from '../../web/urls.ts';
-import { resetFollowupCount } from '../followups.ts';
+import { pinText, runJobId, type IssueRunJob } from '../../store/jobs.ts';
+import { runLinkFor } from '../../config/public-urls.ts';
+import { resetFollowupCount } from '../../store/followup-requests.ts';
 import type { JobContext } from '../job-context.ts';
 import type { RunOutcome } from '../outcome.ts';
 import { commitMessage, refuseSecrets } from '../phases/change.ts';
@@ -12,7 +12,7 @@ import { publishPullRequest } from '../phases/publish.ts';
 import { recordIssueRevision } from '../phases/report.ts';
 import { recheckPinnedText, validateIssueJob } from '../phases/validate.ts';
 import { prepareWorkspace, type Workspace } from '../phases/workspace.ts';
-import { readPublished, type Published } from '../publish-change.ts';
+import { readPublished, type Published } from '../../store/published.ts';
 import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug } from '../spine.ts';
 
 interface IssuePrepared extends PreparedRun {

@@ -9,7 +9,7 @@ import { effectiveConfig, type ConfigOverrides, type EffectiveConfig } from '../
 import type { RunOutcome } from '../outcome.ts';
 import type { SandboxRun } from '../phases/attempts.ts';
 import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug } from '../spine.ts';
-import type { TestOutcome } from '../test-command.ts';
+import type { TestOutcome } from '../../test-results/test-outcome.ts';
 
 /** What `lilypad run` and `lilypad eval` say over the repository's own `.github/lilypad.yml`. */
 export interface LocalOverrides extends ConfigOverrides {

@@ -1,6 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ModelClient } from '../../agent/model-client.ts';
+import { buildUserMessage, SYSTEM_PROMPT } from '../../agent/prompt.ts';
 import { JsonlTrajectory } from '../../agent/trajectory.ts';
 import { imageAllowed } from '../../config/image-policy.ts';
 import type { RepoConfig } from '../../config/repo-config.ts';
@@ -8,8 +9,8 @@ import { UserError } from '../failures.ts';
 import type { RunContext } from '../run-context.ts';
 import { runSandboxSession, type SandboxSessionInput, type SandboxSessionResult } from '../sandbox-session.ts';
 import { bestOfK, type AttemptSummary } from '../best-of-k.ts';
-import type { Selection } from '../../eval/select.ts';
-import type { TestOutcome } from '../test-command.ts';
+import type { Selection } from '../select-attempt.ts';
+import type { TestOutcome } from '../../test-results/test-outcome.ts';
 
 /** Time kept back from the agent for the tests on the change and publishing. */
 const PUBLISH_RESERVE_S = 180;
@@ -78,7 +79,7 @@ export async function runAttempts(ctx: RunContext, input: AttemptsInput): Promis
       maxWallSeconds: agentWallSeconds(ctx, config, testTimeoutSeconds),
       bashTimeoutCapSeconds: settings.limits.bashTimeoutCapSeconds,
     };
-    ctx.recorder.task(task.title, task.body);
+    ctx.recorder.task({ system: SYSTEM_PROMPT, user: buildUserMessage(task.title, task.body) });
     ctx.recorder.config({ repoConfig: config, model, image, budgets, testTimeoutSeconds });
     const k = Math.min(config.attempts, settings.limits.maxAttempts);
     let lastStatusAt = 0;

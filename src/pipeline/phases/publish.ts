@@ -1,10 +1,12 @@
 import type { RepoConfig } from '../../config/repo-config.ts';
 import { upsertPullRequest } from '../../github/pull-request.ts';
-import { runJobId } from '../../queue/jobs.ts';
-import { withRedisLock } from '../../queue/redis-lock.ts';
+import { runJobId } from '../../store/jobs.ts';
+import { withRedisLock } from '../../store/redis-lock.ts';
 import { pushBranch, type PreparedChange } from '../../workspace/publish.ts';
 import { assertStillOwned, type JobContext } from '../job-context.ts';
-import { pushWithoutOverwriting, readPublished, forgetPush, recordPublished, type Published } from '../publish-change.ts';
+import { pushWithoutOverwriting } from '../publish-change.ts';
+import { readPublished, recordPublished, type Published } from '../../store/published.ts';
+import { forgetPush } from '../../store/push-records.ts';
 import { keys } from '../../store/keys.ts';
 
 /**

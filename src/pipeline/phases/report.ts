@@ -3,9 +3,9 @@ import { quoteUntrusted } from '../../github/pull-request-body.ts';
 import { renderRevisions, withRevisions, type Revision } from '../../github/revisions.ts';
 import type { AddressedThread } from '../review-task.ts';
 import type { JobContext } from '../job-context.ts';
-import { addRevision, type PrRecord } from '../pr-record.ts';
-import type { Published } from '../publish-change.ts';
-import type { FollowupRunJob } from '../../queue/jobs.ts';
+import { addRevision, type PrRecord } from '../../store/pull-records.ts';
+import type { Published } from '../../store/published.ts';
+import type { FollowupRunJob } from '../../store/jobs.ts';
 
 /**
  * Phase 6, report (GitHub's side; the final status is the outcome's, see outcome.ts): the pull

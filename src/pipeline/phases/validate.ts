@@ -1,16 +1,15 @@
 import type { RepoConfig } from '../../config/repo-config.ts';
 import type { GitHubClient, InstallationClient, IssueRef } from '../../github/client.ts';
-import { z } from 'zod';
 import { lastIssueEdit } from '../../github/issue-edits.ts';
 import { hasWriteAccess } from '../../github/permissions.ts';
-import { parseStored } from '../../queue/stored-json.ts';
 import { loadRepoConfig } from '../../github/repo-config-loader.ts';
-import { editsKey, runJobId, textDigest, type FollowupRunJob } from '../../queue/jobs.ts';
+import { readIssueEdits } from '../../store/issue-edits.ts';
+import { runJobId, textDigest, type FollowupRunJob } from '../../store/jobs.ts';
+import { readTextConfirmation, writeTextConfirmation } from '../../store/text-confirmations.ts';
 import { UserError } from '../failures.ts';
 import type { JobContext } from '../job-context.ts';
-import { readPrRecord, type PrRecord } from '../pr-record.ts';
-import { checkPinnedText, parseEdits, StaleTriggerError, validateTrigger, type IssueText } from '../validate-trigger.ts';
-import { keys } from '../../store/keys.ts';
+import { readPrRecord, type PrRecord } from '../../store/pull-records.ts';
+import { checkPinnedText, StaleTriggerError, validateTrigger, type IssueText } from '../validate-trigger.ts';
 
 /**
  * Phase 1, validate: the trigger must still hold, and the repository's configuration must be
@@ -24,9 +23,6 @@ export async function validateIssueJob(ctx: JobContext): Promise<{ text: IssueTe
   await ctx.step('last_edit', () => checkLastEditor(ctx, installation, config));
   return { text, config, installation };
 }
-
-const CONFIRM_TTL_S = 30 * 24 * 3600;
-const confirmSchema = z.object({ mark: z.string(), deliveryId: z.string() });
 
 /**
  * The pinned text is what the issue said when the trigger arrived, not necessarily what the
@@ -47,11 +43,10 @@ async function checkLastEditor(ctx: JobContext, client: GitHubClient, config: Re
   }
   const allowed = !edit.bot || config.allow_bots.some((b) => b.toLowerCase() === edit.login.toLowerCase());
   if (allowed && (await hasWriteAccess(client, job.owner, job.repo, edit.login))) return;
-  const key = keys.textConfirm(deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, job.issueNumber);
   const mark = `${edit.at}|${job.pinned?.sha256 ?? textDigest(...(await currentText(ctx)))}`;
-  const stored = parseStored(confirmSchema, await deps.redis.get(key));
+  const stored = await readTextConfirmation(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, job.issueNumber);
   if (stored && stored.mark === mark && stored.deliveryId !== job.deliveryId) return;
-  await deps.redis.set(key, JSON.stringify({ mark, deliveryId: job.deliveryId }), 'EX', CONFIRM_TTL_S);
+  await writeTextConfirmation(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, job.issueNumber, { mark, deliveryId: job.deliveryId });
   throw new StaleTriggerError(
     `the issue text was last edited by @${edit.login}, who cannot start Lilypad, at ${edit.at} (before the job started), so it may not be what @${job.triggeredBy} read, and the job stopped before the agent saw it. ` +
       'Someone with write access can read the issue as it is now and label it again (or comment `/lilypad`): Lilypad then takes this text as confirmed.',
@@ -98,8 +93,7 @@ export async function recheckPinnedText(ctx: JobContext): Promise<void> {
 }
 
 async function recordedEdits(ctx: JobContext) {
-  const key = editsKey(ctx.deps.env.LILYPAD_QUEUE_PREFIX, runJobId(ctx.job.repoId, ctx.job.issueNumber));
-  return parseEdits(await ctx.deps.redis.lrange(key, 0, -1));
+  return readIssueEdits(ctx.deps.redis, ctx.deps.env.LILYPAD_QUEUE_PREFIX, runJobId(ctx.job.repoId, ctx.job.issueNumber));
 }
 
 async function loadConfigOrFail(octokit: InstallationClient, ref: IssueRef): Promise<RepoConfig> {

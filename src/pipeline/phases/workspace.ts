@@ -1,4 +1,4 @@
-import { withRedisLock } from '../../queue/redis-lock.ts';
+import { withRedisLock } from '../../store/redis-lock.ts';
 import { checkoutFromMirror, updateMirror } from '../../workspace/mirror.ts';
 import type { JobContext } from '../job-context.ts';
 import { keys } from '../../store/keys.ts';

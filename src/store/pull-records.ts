@@ -1,15 +1,15 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import type { Revision } from '../github/revisions.ts';
-import { pinnedTextSchema } from '../queue/jobs.ts';
-import { parseStored } from '../queue/stored-json.ts';
-import { keys } from '../store/keys.ts';
+import { pinnedTextSchema } from './jobs.ts';
+import { keys } from './keys.ts';
+import { parseStored } from './stored-json.ts';
 
 /**
  * What Lilypad keeps about each pull request it opened: the issue and its pinned text (what a
  * follow-up run starts from), the branch, the last commit Lilypad pushed, and every revision.
  */
 const revisionSchema = z.object({
+  /** What started it, e.g. "label by @alice", "changes requested by @bob", "/lilypad by @carol". */
   trigger: z.string(),
   sha: z.string(),
   testsBefore: z.string(),
@@ -18,6 +18,8 @@ const revisionSchema = z.object({
   tokens: z.number(),
   seconds: z.number(),
 });
+/** One revision of a Lilypad pull request: the first run, then each follow-up. */
+export type Revision = z.infer<typeof revisionSchema>;
 
 const prRecordSchema = z.object({
   issueNumber: z.number().int().positive(),
@@ -28,21 +30,26 @@ const prRecordSchema = z.object({
 });
 export type PrRecord = z.infer<typeof prRecordSchema>;
 
-const key = keys.pullRecord;
 const TTL_S = 365 * 24 * 3600;
+/** Older revisions drop off the record past this many. */
+const MAX_REVISIONS = 50;
 
+/** The record, or null when the pull request is not Lilypad's (or its record cannot be read). */
 export async function readPrRecord(redis: Redis, prefix: string, repoId: number, pullNumber: number): Promise<PrRecord | null> {
-  return parseStored(prRecordSchema, await redis.get(key(prefix, repoId, pullNumber)));
+  return parseStored(prRecordSchema, await redis.get(keys.pullRecord(prefix, repoId, pullNumber)));
 }
 
 async function writePrRecord(redis: Redis, prefix: string, repoId: number, pullNumber: number, record: PrRecord): Promise<void> {
-  await redis.set(key(prefix, repoId, pullNumber), JSON.stringify(prRecordSchema.parse(record)), 'EX', TTL_S);
+  await redis.set(keys.pullRecord(prefix, repoId, pullNumber), JSON.stringify(prRecordSchema.parse(record)), 'EX', TTL_S);
 }
 
-/** Adds a revision (the issue run's, or a follow-up's) and moves `lastSha` to it. */
+/**
+ * Adds a revision (the issue run's, or a follow-up's) and moves `lastSha` to it. The pinned text
+ * of an existing record is kept: follow-ups work from what the maintainer first approved.
+ */
 export async function addRevision(redis: Redis, prefix: string, repoId: number, pullNumber: number, base: Omit<PrRecord, 'revisions' | 'lastSha'>, revision: Revision): Promise<PrRecord> {
   const current = await readPrRecord(redis, prefix, repoId, pullNumber);
-  const record: PrRecord = { ...base, ...(current ? { pinned: current.pinned } : {}), lastSha: revision.sha, revisions: [...(current?.revisions ?? []), revision].slice(-50) };
+  const record: PrRecord = { ...base, ...(current ? { pinned: current.pinned } : {}), lastSha: revision.sha, revisions: [...(current?.revisions ?? []), revision].slice(-MAX_REVISIONS) };
   await writePrRecord(redis, prefix, repoId, pullNumber, record);
   return record;
 }

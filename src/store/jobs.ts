@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { keys } from '../store/keys.ts';
 
 /** Queue names; Redis keys are `<LILYPAD_QUEUE_PREFIX>:<name>:...`. */
 export const EVENTS_QUEUE = 'events';
@@ -54,10 +53,6 @@ export function textDigest(title: string, body: string | null | undefined): stri
   return createHash('sha256').update(JSON.stringify([title, body ?? ''])).digest('hex');
 }
 
-/** An edit of an issue made while its job waited or ran (recorded from `issues.edited`). */
-export const issueEditSchema = z.object({ login: z.string(), writer: z.boolean(), at: z.string() });
-export type IssueEdit = z.infer<typeof issueEditSchema>;
-
 /** What every run job holds: where, who and what started it, and the text pinned then. */
 const runJobBase = {
   ...issueRef,
@@ -78,7 +73,7 @@ const issueRunJobSchema = z.object({ ...runJobBase, kind: z.literal('issue') });
 
 /**
  * Lilypad revises its own pull request `pullNumber` after review; its requests wait in Redis
- * (see pipeline/followups.ts). `statusSlot` names the status reply this run edits.
+ * (see store/followup-requests.ts and pipeline/followups.ts). `statusSlot` names the status reply this run edits.
  */
 const followupRunJobSchema = z.object({ ...runJobBase, kind: z.literal('followup'), pullNumber: z.number().int().positive(), statusSlot: z.string().optional() });
 
@@ -103,9 +98,3 @@ export const runJobId = (repoId: number, issueNumber: number): string => `run-${
 /** One follow-up run on a pull request; `seq` counts that pull request's follow-ups. */
 export const followupJobId = (repoId: number, pullNumber: number, seq: number): string => `fu-${repoId}-${pullNumber}-${seq}`;
 
-
-/** Edits of an issue recorded while its run job waits or runs (see issues.edited). */
-export const editsKey = keys.edits;
-
-/** Set while a run job has written its final status but may still show as active in BullMQ. */
-export const finishingKey = keys.finishing;

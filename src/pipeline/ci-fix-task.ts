@@ -1,6 +1,6 @@
 import { prepareIssue, sanitizeIssueText } from '../agent/prompt.ts';
-import { estimateTokens } from '../pipeline/review-task.ts';
-import type { FailingCheck } from './ci-feedback.ts';
+import { estimateTokens } from './review-task.ts';
+import type { FailingCheck } from '../github/ci-feedback.ts';
 
 /**
  * The Leaf-format user message (title, then body) for a "fix CI" follow-up on Lilypad's pull

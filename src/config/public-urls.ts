@@ -1,4 +1,4 @@
-import type { Env } from '../config/env.ts';
+import type { Env } from './env.ts';
 
 /** The run page's address under LILYPAD_PUBLIC_URL (for the pull request body and the status comment). */
 export function runPageUrl(publicUrl: string, runId: string): string {

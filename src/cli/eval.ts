@@ -1,16 +1,16 @@
 import path from 'node:path';
-import { parseCommandArgs, positiveInt } from '../cli/args.ts';
+import { parseCommandArgs, positiveInt } from './args.ts';
 import { runSettingsFromEnv } from '../pipeline/run-context.ts';
-import { UsageError } from '../cli/usage-error.ts';
+import { UsageError } from '../shared/usage-error.ts';
 import { loadEnv } from '../config/env.ts';
 import { dockerForSandboxes } from '../sandbox/runtime.ts';
-import { collectInstances } from './collect.ts';
-import { CollectError } from './collect-github.ts';
-import { DEFAULT_TEST_PATTERNS } from './collect-tests.ts';
-import { parseEndpoint, type EndpointSpec } from './endpoint.ts';
-import { loadInstances } from './instance.ts';
-import { AppRepoAuth } from './repo-source.ts';
-import { runEval } from './runner.ts';
+import { collectInstances } from '../eval/collect.ts';
+import { CollectError } from '../eval/collect-github.ts';
+import { DEFAULT_TEST_PATTERNS } from '../eval/collect-tests.ts';
+import { parseEndpoint, type EndpointSpec } from '../eval/endpoint.ts';
+import { loadInstances } from '../eval/instance.ts';
+import { AppRepoAuth } from '../eval/repo-source.ts';
+import { runEval } from '../eval/runner.ts';
 
 const USAGE = `Usage: lilypad eval <command> [options]
 

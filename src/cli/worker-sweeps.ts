@@ -1,80 +1,24 @@
-import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { Queue } from 'bullmq';
 import type Docker from 'dockerode';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../observability/logger.ts';
 import { LABEL_ROLE, removeEgressLeftovers } from '../sandbox/egress.ts';
-import { LABEL_RUN } from '../sandbox/sandbox.ts';
+import { LABEL_RUN, LABEL_WORKER } from '../sandbox/sandbox.ts';
+import { HEARTBEAT_EVERY_MS, isAlive } from '../store/heartbeats.ts';
+import type { RunJob } from '../store/jobs.ts';
+import { LABEL_INSTALLATION, LABEL_INSTANCE, LABEL_JOB } from './worker-labels.ts';
 
-/** A worker instance is alive while this key exists; it is refreshed far more often than it expires. */
-const TTL_MS = 45_000;
-const EVERY_MS = 15_000;
-export const LABEL_INSTANCE = 'dev.lilypad.instance';
-/** The queue job a sandbox or setup network belongs to. */
-export const LABEL_JOB = 'dev.lilypad.job';
-/** The queue prefix an instance served (informational: two installations may share a prefix). */
-export const LABEL_PREFIX = 'dev.lilypad.prefix';
 /**
- * The installation a container or network belongs to. Worker ids default to the host name and
- * prefixes to `lilypad`, so two installations (staging and production, two test runs) with their
- * own Redis on one Docker engine share both: every sweep only touches what carries its own id.
+ * What a worker removes that Lilypad left behind on its machine: sandboxes, proxies, setup networks
+ * and temporary directories of instances that died (a crash, a kill -9, a lost machine) and of runs
+ * whose own cleanup failed. Only this installation's: see LABEL_INSTALLATION.
  */
-export const LABEL_INSTALLATION = 'dev.lilypad.installation';
+
 /** The marker in an instance's temp dir naming its installation (the sweep reads it). */
 const INSTALLATION_MARKER = '.lilypad-installation';
-const INSTALLATION_RE = /^inst-[0-9a-f]{16}$/;
-
-const key = (prefix: string, instance: string) => `${prefix}:heartbeat:${instance}`;
-/** This installation's id, made once by its first worker. */
-const installationKey = (prefix: string) => `${prefix}:installation`;
-
-/**
- * This installation's id: the one its Redis holds under the queue prefix, made there once (SET NX)
- * by the first worker. Each machine also keeps it in LILYPAD_DATA_DIR, per Redis and prefix, so
- * that after Redis lost its data the next worker restores the same id (and its sweeps still find
- * what the workers before the loss left behind) instead of making a new one.
- */
-export async function installationId(redis: Redis, prefix: string, opts: { dataDir: string; redisUrl: string }): Promise<string> {
-  const file = path.join(opts.dataDir, 'installations.json');
-  const where = `${redisIdentity(opts.redisUrl)} ${prefix}`;
-  const known = await readInstallations(file);
-  const remembered = known[where];
-  const candidate = remembered !== undefined && INSTALLATION_RE.test(remembered) ? remembered : `inst-${randomBytes(8).toString('hex')}`;
-  await redis.set(installationKey(prefix), candidate, 'NX');
-  const id = await redis.get(installationKey(prefix));
-  if (id === null || !INSTALLATION_RE.test(id)) {
-    throw new Error(`the installation id in Redis (${installationKey(prefix)}) is ${JSON.stringify(id)}, not one Lilypad made; delete that key and start the worker again`);
-  }
-  if (known[where] !== id) {
-    await mkdir(opts.dataDir, { recursive: true });
-    const tmp = `${file}.${process.pid}.tmp`;
-    await writeFile(tmp, `${JSON.stringify({ ...(await readInstallations(file)), [where]: id }, null, 2)}\n`);
-    await rename(tmp, file);
-  }
-  return id;
-}
-
-/** The Redis a URL points at, without its credentials (they do not go to disk). */
-function redisIdentity(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.hostname}:${u.port || '6379'}${u.pathname.replace(/^\/$/, '') || '/0'}`;
-  } catch {
-    return url.replace(/\/\/[^@/]*@/, '//');
-  }
-}
-
-async function readInstallations(file: string): Promise<Record<string, string>> {
-  const text = await readFile(file, 'utf8').catch(() => '{}');
-  try {
-    const parsed: unknown = JSON.parse(text);
-    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return {};
-    return Object.fromEntries(Object.entries(parsed).filter((e): e is [string, string] => typeof e[1] === 'string'));
-  } catch {
-    return {};
-  }
-}
+const SWEEP_EVERY_MS = 60_000;
 
 /** Marks an instance's temp dir as this installation's, so that only its sweeps remove it. */
 export async function markInstanceDir(dir: string, installation: string): Promise<void> {
@@ -84,34 +28,6 @@ export async function markInstanceDir(dir: string, installation: string): Promis
 async function instanceDirInstallation(dir: string): Promise<string | undefined> {
   const text = await readFile(path.join(dir, INSTALLATION_MARKER), 'utf8').catch(() => undefined);
   return text?.trim();
-}
-
-/**
- * Keeps this instance's heartbeat in Redis until stopped. With `installation`, each beat also
- * writes the installation id back if Redis lost it, so that the workers still running keep it.
- */
-export function startHeartbeat(redis: Redis, prefix: string, instance: string, logger: Logger, installation?: string): { stop(): Promise<void> } {
-  const beat = async () => {
-    try {
-      await redis.set(key(prefix, instance), String(Date.now()), 'PX', TTL_MS);
-      if (installation !== undefined) await redis.set(installationKey(prefix), installation, 'NX');
-    } catch (err) {
-      logger.warn({ err: (err as Error).message }, 'heartbeat failed');
-    }
-  };
-  void beat();
-  const timer = setInterval(() => void beat(), EVERY_MS);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await redis.del(key(prefix, instance)).catch(() => undefined);
-    },
-  };
-}
-
-export async function isAlive(redis: Redis, prefix: string, instance: string): Promise<boolean> {
-  return (await redis.exists(key(prefix, instance))) === 1;
 }
 
 export interface SweepSummary {
@@ -135,7 +51,7 @@ export interface SweepScope {
  * directories of other installations are never touched, even when they share the engine, the
  * prefix, the worker id or the data directory: their heartbeats live in another Redis.
  */
-export async function sweepDeadInstances(docker: Docker, redis: Redis, scope: SweepScope, tmpRoot: string, self: string, confirmMs = EVERY_MS + 5_000): Promise<SweepSummary> {
+export async function sweepDeadInstances(docker: Docker, redis: Redis, scope: SweepScope, tmpRoot: string, self: string, confirmMs = HEARTBEAT_EVERY_MS + 5_000): Promise<SweepSummary> {
   const { prefix, installation } = scope;
   const summary: SweepSummary = { instances: [], containers: 0, networks: 0, tmpDirs: 0 };
   const labelled = await docker.listContainers({ all: true, filters: { label: [LABEL_INSTANCE, `${LABEL_INSTALLATION}=${installation}`] } });
@@ -198,4 +114,63 @@ async function removeContainers(docker: Docker, list: readonly Docker.ContainerI
       .catch(() => undefined);
   }
   return removed;
+}
+
+/**
+ * Removes this machine's sandboxes whose job is not active any more. Only this installation's:
+ * another one's jobs are not in this Redis, so its live sandboxes would look like orphans.
+ */
+export async function sweepOrphans(docker: Docker, runs: Queue<RunJob>, workerId: string, installation: string): Promise<number> {
+  const list = await docker.listContainers({ all: true, filters: { label: [`${LABEL_WORKER}=${workerId}`, `${LABEL_INSTALLATION}=${installation}`, LABEL_JOB] } });
+  let removed = 0;
+  for (const c of list) {
+    const jobId = c.Labels[LABEL_JOB];
+    const job = jobId ? await runs.getJob(jobId) : undefined;
+    if (job && (await job.getState()) === 'active') continue;
+    await docker.getContainer(c.Id).remove({ force: true, v: true }).catch(() => undefined);
+    removed++;
+  }
+  return removed;
+}
+
+export interface SweepsOptions {
+  docker: Docker;
+  redis: Redis;
+  scope: SweepScope;
+  tmpRoot: string;
+  /** This worker instance. */
+  instance: string;
+  /** The jobs this instance is running now: sandboxes and networks of its other jobs are leftovers. */
+  liveRuns: ReadonlySet<string>;
+  logger: Pick<Logger, 'warn'>;
+}
+
+/**
+ * Every minute (and once now): what dead instances of this installation left on this machine, then
+ * this instance's own leftovers. A sweep still running when the next is due is not doubled.
+ * Returns the function that stops the schedule.
+ */
+export function startSweeps(opts: SweepsOptions): () => void {
+  const { docker, redis, scope, tmpRoot, instance, liveRuns, logger } = opts;
+  let sweeping = false;
+  const sweep = async () => {
+    if (sweeping) return;
+    sweeping = true;
+    const done = await sweepDeadInstances(docker, redis, scope, tmpRoot, instance)
+      .catch((err: Error) => {
+        logger.warn({ err: err.message }, 'sweep failed');
+        return null;
+      })
+      .finally(() => (sweeping = false));
+    if (done && done.instances.length > 0) logger.warn(done, 'removed what stopped worker instances left behind');
+    const own = await sweepOwnLeftovers(docker, instance, liveRuns, scope.installation).catch((err: Error) => {
+      logger.warn({ err: err.message }, 'sweep of own leftovers failed');
+      return null;
+    });
+    if (own && own.containers + own.networks > 0) logger.warn(own, 'removed sandboxes and networks of runs that had ended without removing them');
+  };
+  void sweep();
+  const timer = setInterval(() => void sweep(), SWEEP_EVERY_MS);
+  timer.unref();
+  return () => clearInterval(timer);
 }

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import type { Logger } from '../observability/logger.ts';
-import { keys } from '../store/keys.ts';
+import type { WarnLogger } from '../shared/warn-logger.ts';
+import { keys } from './keys.ts';
 
 /** A request to stop a job, as published on the channel and stored under the job's flag key. */
 const cancelRequestSchema = z.object({
@@ -11,14 +11,12 @@ const cancelRequestSchema = z.object({
 });
 export type CancelRequest = z.infer<typeof cancelRequestSchema>;
 
-type Warn = Pick<Logger, 'warn'>;
-
 /**
  * Where invalid messages are reported when the caller gave no logger: a process warning, so a bad
  * message is never dropped without a trace.
  */
-const processWarnings: Warn = {
-  warn: ((obj: object, msg: string) => process.emitWarning(`${msg}: ${JSON.stringify(obj)}`, 'LilypadCancelBus')) as Warn['warn'],
+const processWarnings: WarnLogger = {
+  warn: (obj, msg) => process.emitWarning(`${msg}: ${JSON.stringify(obj)}`, 'LilypadCancelBus'),
 };
 
 /**
@@ -50,7 +48,7 @@ export class CancelBus {
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
-    private readonly logger: Warn = processWarnings,
+    private readonly logger: WarnLogger = processWarnings,
   ) {}
 
   private channel(): string {
