@@ -72,6 +72,9 @@ export function renderStatus(s: StatusState, triggeredBy?: string, slot?: string
  * Finds or creates the issue's status comment and edits it. The comment id is remembered in
  * Redis; a lock per issue keeps two processes from both creating one.
  */
+/** What writes a status: StatusComments, or a test's recorder of states. */
+export type StatusWriter = Pick<StatusComments, 'set'>;
+
 export class StatusComments {
   constructor(
     private readonly redis: Redis,

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { GitHubClient, IssueRef } from '../github/client.ts';
 import { replyOnce } from '../github/replies.ts';
-import type { StatusComments } from '../github/status-comment.ts';
+import type { StatusWriter } from '../github/status-comment.ts';
 import type { CancelBus } from '../store/cancel-bus.ts';
 import {
   appendRequest,
@@ -40,7 +40,7 @@ export interface FollowupDeps {
   redis: Redis;
   prefix: string;
   runs: RunQueue;
-  status: StatusComments;
+  status: StatusWriter;
   cancelBus: CancelBus;
 }
 

@@ -1,18 +1,18 @@
 import type { IssueRef } from '../github/client.ts';
 import { RepoTokens } from '../github/repo-tokens.ts';
-import type { StatusComments } from '../github/status-comment.ts';
+import type { StatusWriter } from '../github/status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
 import { jobFinished } from '../observability/metrics.ts';
 import type { RunStore } from '../observability/run-store.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import { parseCancelRequest, type CancelBus, type CancelRequest } from '../store/cancel-bus.ts';
 import { markFinishing } from '../store/finishing-marks.ts';
-import { reportedNumber, type RunJob } from '../store/jobs.ts';
+import { reportedNumber, type FollowupRunJob, type IssueRunJob, type RunJob } from '../store/jobs.ts';
 import type { RunQueue } from '../store/run-queue.ts';
 import { runLinkFor } from '../config/public-urls.ts';
 import { classifyFailure, faultOf } from './failures.ts';
 import { followupEnded, type FollowupTarget } from './followups.ts';
-import { createJobContext, type JobDeps, type RunJobOutcome } from './job-context.ts';
+import { createJobContext, type JobContext, type JobDeps, type RunJobOutcome } from './job-context.ts';
 import { runFollowup } from './kinds/followup.ts';
 import { issuePlug } from './kinds/issue.ts';
 import { writeOutcome, type OutcomeSinks, type RunOutcome } from './outcome.ts';
@@ -52,13 +52,26 @@ export interface QueuedRun {
 
 /** What the runner needs besides what each job gets (see JobDeps; the rest is made per job). */
 export interface RunnerDeps extends Omit<JobDeps, 'deadlineAt' | 'holdsJob' | 'recorder'> {
-  status: StatusComments;
+  status: StatusWriter;
   cancelBus: CancelBus;
   runStore: RunStore;
   runs: RunQueue;
   /** Work that outlives the job (token revocation) and that a stopping worker waits for. */
   background: (work: Promise<unknown>) => void;
+  /** What runs each kind of job (tests give fakes); default: the spine with the issue or follow-up plug. */
+  kinds?: JobKinds;
 }
+
+/** The two kinds of queued job, each a run of the spine with its plug. */
+export interface JobKinds {
+  issue(ctx: JobContext<IssueRunJob>): Promise<RunOutcome>;
+  followup(ctx: JobContext<FollowupRunJob>, jobId: string): Promise<RunOutcome>;
+}
+
+const SPINE_KINDS: JobKinds = {
+  issue: (ctx) => runSpine(ctx, issuePlug(ctx)),
+  followup: (ctx, jobId) => runFollowup(ctx, jobId),
+};
 
 /**
  * The job lifecycle around either kind of job: the run's one status writer, early and late
@@ -122,7 +135,8 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
   let settled = true;
   try {
     const context = <J extends RunJob>(job: J) => createJobContext(job, { ...deps, logger: log, deadlineAt, holdsJob: () => run.holdsJob(), recorder }, run.signal, runId, status, tokens, ref);
-    const outcome = data.kind === 'followup' ? await runFollowup(context(data), run.id) : await runSpine(context(data), issuePlug(context(data)));
+    const kinds = deps.kinds ?? SPINE_KINDS;
+    const outcome = data.kind === 'followup' ? await kinds.followup(context(data), run.id) : await kinds.issue(context(data));
     log.info({ outcome: outcome.result }, 'job finished');
     await write(outcome);
     return forQueue(outcome);
@@ -130,7 +144,7 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
     const outcome = await failureOutcome(run, err, log, deps);
     await write(outcome);
     settled = outcome.result !== 'handed_back' && outcome.result !== 'lost' && !(outcome.result === 'failed' && outcome.retry);
-    if (outcome.result === 'cancelled') return outcome;
+    if (outcome.result === 'cancelled') return { result: 'cancelled' };
     throw toQueueError(outcome, err);
   } finally {
     clearInterval(poll);

@@ -1,5 +1,5 @@
 import { statusOf, type GitHubClient, type IssueRef } from '../github/client.ts';
-import type { StatusComments, StatusState } from '../github/status-comment.ts';
+import type { StatusState, StatusWriter } from '../github/status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
 
 /**
@@ -14,7 +14,7 @@ export class RunStatus {
 
   constructor(
     private readonly deps: {
-      comments: StatusComments;
+      comments: StatusWriter;
       /** The client for edits, asked for on every edit. */
       client: () => Promise<GitHubClient>;
       /** Used once when an edit is refused as unauthorised (a token that expired during the job). */
