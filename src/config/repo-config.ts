@@ -68,7 +68,8 @@ const repoConfigSchema = z
 
 export type RepoConfig = z.infer<typeof repoConfigSchema>;
 
-export type RepoConfigResult = { ok: true; config: RepoConfig; source: string | null } | { ok: false; problems: string[]; source: string | null };
+/** `keys`: the settings the file set itself (the rest are defaults, or for setup and test, inferred). */
+export type RepoConfigResult = { ok: true; config: RepoConfig; source: string | null; keys: string[] } | { ok: false; problems: string[]; source: string | null };
 
 /** Validates a parsed config file; `raw` null means no file (all defaults). */
 export function parseRepoConfig(raw: unknown, source: string | null): RepoConfigResult {
@@ -77,7 +78,7 @@ export function parseRepoConfig(raw: unknown, source: string | null): RepoConfig
     return { ok: false, problems: ['the file must be a YAML mapping of settings (key: value)'], source };
   }
   const result = repoConfigSchema.safeParse(raw);
-  if (result.success) return { ok: true, config: result.data, source };
+  if (result.success) return { ok: true, config: result.data, source, keys: Object.keys(raw ?? {}) };
   const problems = result.error.issues.map((issue) => {
     const where = issue.path.length > 0 ? issue.path.join('.') : '(top level)';
     if (issue.code === 'unrecognized_keys') {

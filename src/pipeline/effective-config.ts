@@ -27,36 +27,52 @@ export class ConfigFileError extends UserError {
   override name = 'ConfigFileError';
 }
 
+/** A repository's configuration as read (its file, or the organisation's): the settings and which it set itself. */
+export interface LoadedConfig {
+  file: string | null;
+  config: RepoConfig;
+  keys: readonly string[];
+}
+
 /**
- * The effective configuration of a repository read at its base commit: its file over the
- * defaults, the overrides (command line, eval instance) over the file for setup and test, and,
- * with `infer`, inference where neither says.
+ * The effective configuration of a repository at its base commit, read from its own files
+ * (`lilypad run`, `lilypad eval`): its `.github/lilypad.yml` over the defaults, then resolveConfig.
  */
 export async function effectiveConfig(reader: RepoReader, overrides: ConfigOverrides = {}, opts: { infer: boolean } = { infer: true }): Promise<EffectiveConfig> {
   const text = await reader.readFile(CONFIG_FILE, 1024 * 1024);
   const raw = text === null ? {} : parseConfigText(text);
   const parsed = parseRepoConfig(text === null ? null : raw, text === null ? null : CONFIG_FILE);
   if (!parsed.ok) throw new ConfigFileError(`\`${CONFIG_FILE}\` is not valid:\n${parsed.problems.map((p) => `- ${p}`).join('\n')}`, `fix \`${CONFIG_FILE}\` or remove it, then run again.`);
-  const config: RepoConfig = { ...parsed.config };
-  const sources = Object.fromEntries(Object.keys(config).map((k) => [k, k in raw ? 'config' : 'default'])) as Record<keyof RepoConfig, ValueSource>;
-  for (const key of ['image', 'reviewers', 'test'] as const) if (!(key in sources)) sources[key] = key in raw ? 'config' : 'default';
+  return resolveConfig({ file: parsed.source, config: parsed.config, keys: parsed.keys }, reader, overrides, opts);
+}
+
+/**
+ * What every run uses, the app's included: the loaded configuration, the overrides (command line,
+ * eval instance) over it for setup and test, and, with `infer`, setup and test worked out from the
+ * repository's files at the base commit (`reader`) where neither says.
+ */
+export async function resolveConfig(loaded: LoadedConfig, reader: RepoReader, overrides: ConfigOverrides = {}, opts: { infer: boolean } = { infer: true }): Promise<EffectiveConfig> {
+  const config: RepoConfig = { ...loaded.config };
+  const set = new Set(loaded.keys);
+  const sources = Object.fromEntries(Object.keys(config).map((k) => [k, set.has(k) ? 'config' : 'default'])) as Record<keyof RepoConfig, ValueSource>;
+  for (const key of ['image', 'reviewers', 'test', 'instructions'] as const) if (!(key in sources)) sources[key] = set.has(key) ? 'config' : 'default';
 
   const inferred = opts.infer ? await inferCommands(reader) : null;
   if (overrides.setup && overrides.setup.length > 0) {
     config.setup = overrides.setup;
     sources.setup = 'cli';
-  } else if (inferred && !('setup' in raw) && inferred.setup.commands.length > 0) {
+  } else if (inferred && !set.has('setup') && inferred.setup.commands.length > 0) {
     config.setup = inferred.setup.commands;
     sources.setup = 'inferred';
   }
   if (overrides.test !== undefined) {
     config.test = overrides.test;
     sources.test = 'cli';
-  } else if (inferred && !('test' in raw) && inferred.test.command !== null) {
+  } else if (inferred && !set.has('test') && inferred.test.command !== null) {
     config.test = inferred.test.command;
     sources.test = 'inferred';
   }
-  return { file: text === null ? null : CONFIG_FILE, config, sources, inferred };
+  return { file: loaded.file, config, sources, inferred };
 }
 
 function parseConfigText(text: string): Record<string, unknown> {
