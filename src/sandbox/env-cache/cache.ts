@@ -15,6 +15,7 @@ import {
   LABEL_ENV_REPO,
   LABEL_ENV_SETUP_SECONDS,
 } from './image.ts';
+import type { KeepTimings } from './image.ts';
 import { ENV_FORMAT } from './key.ts';
 import { LastUsed } from './last-used.ts';
 
@@ -48,7 +49,8 @@ export interface KeptEnv {
   setupSeconds: number | null;
 }
 
-export type KeepOutcome = { kept: KeptEnv } | { kept: null; note: string };
+/** `seconds`: what keeping took (absent when another attempt or process had kept it already). */
+export type KeepOutcome = { kept: KeptEnv; seconds?: KeepTimings } | { kept: null; note: string };
 
 /** The one who runs setup for a key, while other attempts of this process wait for the result. */
 export interface EnvBuilder {
@@ -213,9 +215,10 @@ export class EnvCache {
       }
       await this.touch(key);
       envCacheEvent('stored');
+      this.opts.logger?.info({ key, repoId, bytes: made.bytes, commitSeconds: made.seconds.commit, loadSeconds: made.seconds.load }, 'kept the environment after setup');
       await this.evict(o.signal).catch((err: unknown) => this.opts.logger?.warn({ err }, 'evicting kept environments failed'));
       const kept = await this.lookup(key, repoId, o.signal);
-      return kept ? { kept } : { kept: null, note: 'the environment was kept but removed at once to stay within LILYPAD_ENV_CACHE_GB' };
+      return kept ? { kept, seconds: made.seconds } : { kept: null, note: 'the environment was kept but removed at once to stay within LILYPAD_ENV_CACHE_GB' };
     } catch (err) {
       if (o.signal?.aborted) throw new CancelledError(reasonText(o.signal.reason));
       envCacheEvent('failed');

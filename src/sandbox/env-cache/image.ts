@@ -38,7 +38,13 @@ export interface KeptImageInput {
   signal?: AbortSignal | undefined;
 }
 
-export type KeptImage = { id: string; bytes: number } | { id: null; bytes: number };
+/** Seconds spent in `docker commit` and in `docker load`. */
+export interface KeepTimings {
+  commit: number;
+  load: number;
+}
+
+export type KeptImage = { id: string; bytes: number; seconds: KeepTimings } | { id: null; bytes: number };
 
 /**
  * Keeps the sandbox's filesystem as an image whose configuration is the base image's, byte for
@@ -61,12 +67,14 @@ export async function commitKeptImage(input: KeptImageInput): Promise<KeptImage>
   const networks = Object.keys(state.NetworkSettings.Networks ?? {}).filter((n) => n !== 'none');
   if (networks.length > 0) throw new SandboxError(`refusing to keep the environment of a sandbox that is still on a network (${networks.join(', ')}): cut the network first`);
   if (state.Image !== input.baseImageId) throw new SandboxError(`the sandbox runs image ${state.Image}, not ${input.baseImageId} that the environment's key names`);
+  const started = performance.now();
   const partial = { [LABEL_ENV_OWNER]: input.owner, [LABEL_ENV_PARTIAL]: 'true' };
   const committed = await withDeadline(
     container.commit({ pause: true, comment: 'Lilypad: the environment after setup', changes: Object.entries(partial).map(([k, v]) => `LABEL ${k}=${v}`), ...(signal ? { abortSignal: signal } : {}) }) as Promise<{ Id: string }>,
     COMMIT_MS,
     'committing the environment',
   );
+  const commitSeconds = (performance.now() - started) / 1000;
   try {
     const [made, base] = await Promise.all([inspectImage(docker, committed.Id, signal), inspectImage(docker, input.baseImageId, signal)]);
     const baseLayers = base.RootFS.Layers ?? [];
@@ -77,12 +85,14 @@ export async function commitKeptImage(input: KeptImageInput): Promise<KeptImage>
     const bytes = Math.max(0, made.Size - base.Size);
     if (bytes > input.maxBytes) return { id: null, bytes };
     const labels: Record<string, string> = { ...input.labels, [LABEL_ENV_BYTES]: String(bytes), [LABEL_ENV_OWNER]: input.owner };
+    const loading = performance.now();
     await loadImage(docker, imageArchive(base, layers, labels, input.ref), signal);
+    const loadSeconds = (performance.now() - loading) / 1000;
     const kept = await inspectImage(docker, input.ref, signal);
     if (JSON.stringify(kept.RootFS.Layers) !== JSON.stringify(layers) || kept.Config.Labels?.[LABEL_ENV_KEY] !== labels[LABEL_ENV_KEY]) {
       throw new SandboxError(`${input.ref} is not the environment that was just loaded (another process kept the same key at the same time?)`);
     }
-    return { id: kept.Id, bytes };
+    return { id: kept.Id, bytes, seconds: { commit: commitSeconds, load: loadSeconds } };
   } finally {
     await withDeadline(docker.getImage(committed.Id).remove({ noprune: false }), CALL_MS, 'removing the committed layer\'s own image').catch(() => undefined);
   }
