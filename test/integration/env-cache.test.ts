@@ -8,7 +8,7 @@ import { LABEL_ENV_KEY, LABEL_ENV_OWNER } from '../../src/sandbox/env-cache/imag
 import { LABEL_MANAGED, LABEL_RUN, LABEL_WORKER } from '../../src/sandbox/sandbox.ts';
 import { commitSetupState } from '../../src/workspace/patch.ts';
 import { LABEL_INSTALLATION, LABEL_JOB } from '../../src/queue/heartbeat.ts';
-import { createTestNetwork, removeTestNetwork } from '../support/egress-harness.ts';
+import { buildImage, createTestNetwork, removeTestNetwork } from '../support/egress-harness.ts';
 import { commitAll, keyFor, newCache, removeOwnerImages, setupAndKeep, sh, startSandbox, testOwner, uniq } from '../support/env-cache-harness.ts';
 import { makeRepo } from '../support/fixture-repo.ts';
 import { TEST_IMAGE, testDocker } from '../support/sandbox-harness.ts';
@@ -234,6 +234,37 @@ describe('kept environments (real Docker)', () => {
     assert.match(body, /^lilypad_env_cache_total\{result="evicted"\} [1-9]/m);
     assert.match(body, /^lilypad_env_cache_total\{result="stored"\} [1-9]/m);
     assert.match(body, /^lilypad_env_cache_total\{result="hit"\} [1-9]/m);
+  });
+
+  test('an environment a sandbox still runs from is never removed; one made from a sandbox image that is gone is removed whatever the size', async () => {
+    const o = owner('inuse');
+    const big = newCache(docker, o, 1e9).cache;
+    const tiny = newCache(docker, o, 1).cache;
+    const dir = repo(NODE_REPO);
+    const key = await keyFor(dir, SETUP, 'github:8001', baseImageId);
+    const res = await setupAndKeep(docker, { builder: builderOf(await big.claim(key, 'github:8001')), repoDir: dir, setup: SETUP, baseImageId });
+    await res.sandbox.destroy();
+    assert.ok(res.outcome?.kept);
+    const user = await startSandbox(docker, res.outcome.kept.image);
+    try {
+      assert.deepEqual((await tiny.evict()).removed, [], 'in use: the engine refuses, and nothing is forced');
+      assert.ok(await big.lookup(key, 'github:8001'));
+    } finally {
+      await user.destroy();
+    }
+    assert.equal((await tiny.evict()).removed.length, 1, 'unused and over the size: removed');
+
+    const rebuilt = uniq('lilypad-envcache-base').toLowerCase();
+    buildImage(`${rebuilt}:1`, `FROM ${TEST_IMAGE}\nLABEL dev.lilypad.test=${rebuilt}\n`);
+    const otherBaseId = (await docker.getImage(`${rebuilt}:1`).inspect()).Id;
+    const onOld = await keyFor(dir, SETUP, 'github:8001', otherBaseId);
+    const built = await setupAndKeep(docker, { builder: builderOf(await big.claim(onOld, 'github:8001')), repoDir: dir, setup: SETUP, baseImageId: otherBaseId, image: `${rebuilt}:1` });
+    await built.sandbox.destroy();
+    assert.ok(built.outcome?.kept);
+    await docker.getImage(`${rebuilt}:1`).remove();
+    const pass = await big.evict();
+    assert.deepEqual(pass.removed.map((r) => r.key), [onOld]);
+    await assert.rejects(docker.getImage(otherBaseId).inspect(), (err: { statusCode?: number }) => err.statusCode === 404);
   });
 
   test('LILYPAD_ENV_CACHE_GB=0: nothing is looked up or kept', async () => {

@@ -34,9 +34,9 @@ export async function keyFor(repoDir: string, setup: string[], repoId: string, i
  */
 export async function setupAndKeep(
   docker: Docker,
-  opts: { builder: EnvBuilder; repoDir: string; setup: string[]; baseImageId: string; env?: Record<string, string>; labels?: Record<string, string> },
+  opts: { builder: EnvBuilder; repoDir: string; setup: string[]; baseImageId: string; image?: string; env?: Record<string, string>; labels?: Record<string, string> },
 ): Promise<{ sandbox: Sandbox; outcome: KeepOutcome | null }> {
-  const sandbox = await startSandbox(docker, TEST_IMAGE, opts.labels);
+  const sandbox = await startSandbox(docker, opts.image ?? TEST_IMAGE, opts.labels);
   try {
     await sandbox.copyIn(opts.repoDir);
     await sandbox.takeOver();
