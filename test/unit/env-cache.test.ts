@@ -114,7 +114,9 @@ describe('keptEnvFiles', () => {
   test('file names and mentions', () => {
     for (const p of ['pyproject.toml', 'a/b/go.sum', 'constraints.txt', 'requirements.in', '.mvn/wrapper/maven-wrapper.properties', '.cargo/config.toml', 'build.gradle.kts']) assert.ok(isKeyFile(p), p);
     for (const p of ['README.md', 'src/package.jsonx', 'docs/requirements.md']) assert.ok(!isKeyFile(p), p);
-    assert.deepEqual(mentionedPaths(['pip install -r ci/deps.txt --constraint=./c.txt && make -C sub', 'cat ../../etc/passwd $HOME/.x']), ['ci/deps.txt', 'c.txt']);
+    assert.deepEqual(mentionedPaths(['pip install -r ci/deps.txt --constraint=./c.txt', 'cat ../../etc/passwd $HOME/.x']), ['ci/deps.txt', 'c.txt']);
+    assert.deepEqual(mentionedPaths(['make deps']), ['Makefile', 'GNUmakefile', 'makefile'], 'make reads the Makefile nobody names');
+    assert.deepEqual(mentionedPaths(['constructor __proto__ toString']), []);
   });
 });
 

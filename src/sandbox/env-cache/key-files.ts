@@ -36,6 +36,12 @@ const SKIPPED_DIRS = new Set(['.git', 'node_modules', '.venv', 'venv', '__pycach
 export const MAX_KEY_BYTES = 128 * 1024 * 1024;
 const MAX_VISITED = 500_000;
 const MAX_MENTIONED = 200;
+/** Tools whose command names no file but reads one from the repository's root. */
+const TOOL_FILES = new Map([
+  ['make', ['Makefile', 'GNUmakefile', 'makefile']],
+  ['nox', ['noxfile.py']],
+  ['just', ['justfile', 'Justfile']],
+]);
 
 export class EnvKeyFilesError extends Error {
   override name = 'EnvKeyFilesError';
@@ -94,6 +100,7 @@ export function mentionedPaths(setup: readonly string[]): string[] {
   const out = new Set<string>();
   for (const command of setup) {
     for (const word of command.split(/[\s;&|<>()'"`=,]+/)) {
+      for (const f of TOOL_FILES.get(word) ?? []) out.add(f);
       const p = normalise(word);
       if (p && /^[\w.@+-][\w./@+-]*$/.test(p) && !p.split('/').includes('..') && /[./]/.test(p)) out.add(p);
       if (out.size >= MAX_MENTIONED) return [...out];
