@@ -55,7 +55,7 @@ export type KeptImage = { id: string; bytes: number; seconds: KeepTimings } | { 
  * the job, run and worker of the one that kept it, and the orphan sweeps would take it for that
  * job's). So the layer is made with `docker commit`, then the image is written anew around it by
  * `docker load` of a manifest and a configuration only: the engine already has every layer and
- * loads none (measured: about 0.1 s), and the commit's own image is removed.
+ * loads none (measured: about 0.2 s), and the commit's own image is removed.
  *
  * Setup's per-command environment (proxy settings, CA bundle paths) lives in its exec only and
  * never in the container's configuration, so it cannot reach the image either way.
