@@ -93,6 +93,7 @@ async function bench(s: Scenario): Promise<string> {
     cpSync(s.extra.from, path.join(extraDir, s.extra.to), { recursive: true });
   }
   const baseImageId = (await docker.getImage(TEST_IMAGE).inspect()).Id;
+  const sandboxes: Sandbox[] = [];
   try {
     const key = await keyFor(repo, s.setup, 'bench:1', baseImageId);
     const claim = await cache.claim(key, 'bench:1');
@@ -100,6 +101,7 @@ async function bench(s: Scenario): Promise<string> {
     // Fresh: sandbox, copy in, setup.
     const [fresh, freshStart] = await timed(async () => {
       const sb = await startSandbox(docker, TEST_IMAGE);
+      sandboxes.push(sb);
       await sb.copyIn(repo);
       return sb;
     });
@@ -122,6 +124,7 @@ async function bench(s: Scenario): Promise<string> {
       const c = await cache.claim(key, 'bench:1');
       if (!c?.hit) throw new Error('expected a hit');
       const sb = await startSandbox(docker, c.hit.image);
+      sandboxes.push(sb);
       await clearKeptWorktree(sb);
       await sb.copyIn(repo);
       return sb;
@@ -131,6 +134,7 @@ async function bench(s: Scenario): Promise<string> {
     const freshTotal = freshStart + setupSeconds;
     return `| ${s.name} | ${setupSeconds.toFixed(1)} | ${freshTotal.toFixed(1)} | ${bareCommit.toFixed(2)} | ${keepSeconds.toFixed(2)} (${outcome.seconds?.commit.toFixed(2)} + ${outcome.seconds?.load.toFixed(2)}) | ${formatBytes(outcome.kept.bytes)} | ${hitStart.toFixed(2)} | ${(freshTotal - hitStart).toFixed(1)} |`;
   } finally {
+    for (const sb of sandboxes) await sb.destroy();
     await removeOwnerImages(docker, owner);
     rmSync(repo, { recursive: true, force: true });
     if (extraDir) rmSync(extraDir, { recursive: true, force: true });
