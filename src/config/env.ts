@@ -40,6 +40,8 @@ export const envSchema = z.object({
   LILYPAD_SETUP_EGRESS_PRIVATE: z.string().default(''),
   LILYPAD_EGRESS_IMAGE: z.string().min(1).default('lilypad-egress:latest'),
   LILYPAD_SETUP_TIMEOUT_SECONDS: positiveInt(1800),
+  // Kept environments (images committed after setup), least recently used removed past this; 0 turns keeping off.
+  LILYPAD_ENV_CACHE_GB: z.coerce.number().min(0, 'must be 0 (off) or more').default(20),
   DOCKER_HOST: optionalText,
   LILYPAD_DATA_DIR: optionalText.transform((v) => v ?? path.join(os.homedir(), '.lilypad')),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -110,6 +112,7 @@ const HINTS: Record<string, string> = {
   GHE_HOST: 'e.g. GHE_HOST=github.example.com',
   GHE_PROTOCOL: 'use https (or http for a local test server)',
   LILYPAD_PUBLIC_URL: 'the address people open the run pages at, e.g. LILYPAD_PUBLIC_URL=https://lilypad.example.com',
+  LILYPAD_ENV_CACHE_GB: 'the disk kept environments may use, in GB (e.g. LILYPAD_ENV_CACHE_GB=20); 0 turns keeping them off',
   LILYPAD_METRICS_PORT: 'a free TCP port for this process\'s /metrics, e.g. LILYPAD_METRICS_PORT=9464',
 };
 

@@ -75,6 +75,17 @@ const sandboxesActive = new Gauge({
   help: 'Sandbox containers this process holds right now.',
   registers: [metricsRegistry],
 });
+const envCacheEvents = new Counter({
+  name: 'lilypad_env_cache_total',
+  help: 'Kept environments: hit (setup skipped), miss (setup ran), stored (an environment kept after setup), evicted (removed, least recently used), failed (the cache could not be read or written; the run went on without it).',
+  labelNames: ['result'] as const,
+  registers: [metricsRegistry],
+});
+const envCacheBytes = new Gauge({
+  name: 'lilypad_env_cache_bytes',
+  help: "Disk used by this installation's kept environments (their own layers), as of this process's last eviction pass.",
+  registers: [metricsRegistry],
+});
 
 /** Requests in the prefix-cache window: [time, prompt tokens, cached tokens]. */
 const CACHE_WINDOW_MS = 10 * 60_000;
@@ -200,6 +211,16 @@ export function sandboxOpened(): void {
 
 export function sandboxClosed(): void {
   sandboxesActive.dec();
+}
+
+export type EnvCacheEvent = 'hit' | 'miss' | 'stored' | 'evicted' | 'failed';
+
+export function envCacheEvent(result: EnvCacheEvent, count = 1): void {
+  envCacheEvents.inc({ result }, count);
+}
+
+export function envCacheSize(bytes: number): void {
+  envCacheBytes.set(bytes);
 }
 
 // ---------------------------------------------------------------- serving
