@@ -13,7 +13,8 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, write
 import os from 'node:os';
 import path from 'node:path';
 import { runTestCommand } from '../src/pipeline/test-command.ts';
-import { clearKeptWorktree, formatBytes } from '../src/sandbox/env-cache/index.ts';
+import { formatBytes } from '../src/sandbox/env-cache/index.ts';
+import { clearKeptWorktree } from '../src/workspace/kept-worktree.ts';
 import { dockerForSandboxes } from '../src/sandbox/runtime.ts';
 import type { Sandbox } from '../src/sandbox/sandbox.ts';
 import { keyFor, newCache, removeOwnerImages, sh, startSandbox, testOwner } from '../test/support/env-cache-harness.ts';

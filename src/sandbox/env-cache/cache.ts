@@ -2,7 +2,7 @@ import type Docker from 'dockerode';
 import type { Logger } from '../../observability/logger.ts';
 import { envCacheEvent } from '../../observability/metrics.ts';
 import { withDeadline } from '../deadline.ts';
-import { CancelledError, reasonText } from '../errors.ts';
+import { CancelledError, reasonText } from '../../shared/cancel.ts';
 import { evictKept, type EvictionSummary } from './evict.ts';
 import {
   commitKeptImage,

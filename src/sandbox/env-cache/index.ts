@@ -19,4 +19,3 @@ export { type EvictionSummary } from './evict.ts';
 export { ENV_FORMAT, envKey, type EnvKeyInput, type KeyFile } from './key.ts';
 export { EnvKeyFilesError, isKeyFile, keptEnvFiles } from './key-files.ts';
 export { describeEnvCache, envCacheReportSchema, hitReport, missReport, type EnvCacheReport } from './report.ts';
-export { clearKeptWorktree } from './worktree.ts';

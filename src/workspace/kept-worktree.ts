@@ -1,6 +1,6 @@
-import { SANDBOX_GIT } from '../../workspace/patch.ts';
-import { SandboxError } from '../errors.ts';
-import type { Sandbox } from '../sandbox.ts';
+import { SANDBOX_GIT } from './patch.ts';
+import { SandboxError } from '../sandbox/errors.ts';
+import type { Sandbox } from '../sandbox/sandbox.ts';
 
 // Runs in the sandbox as the agent's user: every file the old checkout's index tracks is removed
 // (a directory that held only such files too), then its .git; what setup made (node_modules/,
