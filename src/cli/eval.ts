@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { parseCommandArgs, positiveInt } from './args.ts';
 import { runSettingsFromEnv } from '../pipeline/run-context.ts';
+import { EnvCache } from '../sandbox/env-cache/index.ts';
 import { UsageError } from '../shared/usage-error.ts';
 import { loadEnv } from '../config/env.ts';
 import { dockerForSandboxes } from '../sandbox/runtime.ts';
@@ -148,6 +149,7 @@ async function evalRun(argv: string[]): Promise<number> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   const outDir = path.resolve(values.out ?? path.join(env.LILYPAD_DATA_DIR, 'evals', new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '')));
+  const docker = await dockerForSandboxes(env);
   try {
     const { summary, exitCode } = await runEval({
       instancesFile: path.resolve(values.instances),
@@ -163,7 +165,8 @@ async function evalRun(argv: string[]): Promise<number> {
       settings,
       gh: { host: env.GHE_HOST, protocol: env.GHE_PROTOCOL },
       appAuth: AppRepoAuth.fromEnv(env),
-      docker: await dockerForSandboxes(env),
+      docker,
+      envCache: new EnvCache({ docker, owner: 'local', dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3 }),
       env: process.env,
       signal: controller.signal,
       stderr: process.stderr,

@@ -19,6 +19,7 @@ import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
 import { CancelBus, type CancelRequest } from '../store/cancel-bus.ts';
 import { startHeartbeat } from '../store/heartbeats.ts';
 import { installationId } from '../store/installation-id.ts';
+import { EnvCache } from '../sandbox/env-cache/index.ts';
 import { EVENTS_QUEUE, RUNS_QUEUE, type EventJob, type RunJob } from '../store/jobs.ts';
 import { createRedis } from '../store/redis.ts';
 import { bullRunQueue } from '../store/run-queue.ts';
@@ -91,6 +92,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       workerId,
       setupNetwork,
       sandboxSlots: new SandboxSlots(env.LILYPAD_WORKER_CONCURRENCY),
+      // Kept environments are this installation's: never looked up, kept or evicted for another.
+      envCache: new EnvCache({ docker: opts.docker, owner: installation, dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3, logger }),
       status,
       cancelBus,
       runStore: runStoreFromEnv(redis, env),

@@ -6,6 +6,7 @@ import path from 'node:path';
 import type Docker from 'dockerode';
 import { z } from 'zod';
 import { runLocal } from '../pipeline/local-run.ts';
+import type { EnvCache } from '../sandbox/env-cache/index.ts';
 import type { RunSettings } from '../pipeline/run-context.ts';
 import { removeLabelled } from '../sandbox/sandbox.ts';
 import { attemptCost, type EndpointSpec } from './endpoint.ts';
@@ -50,6 +51,8 @@ export interface EvalRunOptions {
   /** The GitHub App's read access to private `owner/name` repositories (null: they are cloned anonymously). */
   appAuth?: AppRepoAuth | null | undefined;
   docker: Docker;
+  /** Environments kept after setup, shared by the attempts on one repository (null or absent: off). */
+  envCache?: EnvCache | null;
   env: NodeJS.ProcessEnv;
   signal: AbortSignal;
   stderr: NodeJS.WriteStream | { isTTY?: boolean; write(s: string): boolean };
@@ -301,6 +304,8 @@ async function runAgentAttempt(item: WorkItem, opts: EvalRunOptions, dir: string
       model: { ...s.model, baseURL: endpoint.baseURL, apiKey: endpoint.apiKeyEnv ? opts.env[endpoint.apiKeyEnv] : s.model.apiKey, name: endpoint.model },
     },
     outDir: dir,
+    repoKey: `eval:${instance.repo}`,
+    envCache: opts.envCache ?? null,
     signal: opts.signal,
     docker: opts.docker,
     checkout: () => repos.checkout(instance.repo, instance.base_commit),

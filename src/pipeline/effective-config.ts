@@ -1,6 +1,8 @@
 import { parse as parseYaml } from 'yaml';
 import { parseRepoConfig, type RepoConfig } from '../config/repo-config.ts';
+import { classifyCommand } from '../inference/hints.ts';
 import { inferCommands, type InferredCommands, type RepoReader } from '../inference/index.ts';
+import type { TestRunner } from '../test-results/index.ts';
 import { UserError } from './failures.ts';
 
 export const CONFIG_FILE = '.github/lilypad.yml';
@@ -20,6 +22,33 @@ export interface EffectiveConfig {
 export interface ConfigOverrides {
   setup?: string[] | undefined;
   test?: string | undefined;
+}
+
+/**
+ * How a run's setup and tests are treated, from where they came from: inferred setup may fail
+ * without stopping the run; the tools it installs go on PATH; the files it was inferred from (and
+ * every lockfile) key the kept environment; the test runner says how to read its output per test.
+ */
+export interface RunPlan {
+  /** Names the repository among kept environments (never shared between two). */
+  repoKey: string;
+  setupInferred: boolean;
+  envPath: string[];
+  keyFiles: string[];
+  testRunner: TestRunner | null;
+}
+
+export function runPlanOf(effective: EffectiveConfig, repoKey: string): RunPlan {
+  const inferred = effective.inferred;
+  const setupInferred = effective.sources.setup === 'inferred';
+  const testInferred = effective.sources.test === 'inferred';
+  return {
+    repoKey,
+    setupInferred,
+    envPath: setupInferred && inferred ? inferred.env_path : [],
+    keyFiles: inferred ? [...inferred.setup.inferred_from] : [],
+    testRunner: testInferred && inferred ? inferred.test.runner : effective.config.test ? classifyCommand(effective.config.test) : null,
+  };
 }
 
 /** `.github/lilypad.yml` is not valid YAML, or not a valid configuration. */

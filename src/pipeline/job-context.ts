@@ -16,6 +16,7 @@ import { phaseStepper, runSettingsFromEnv, type RunContext, type RunProgress } f
 import type { RunStatus } from './run-status.ts';
 import type { SetupNetworkProvider } from './sandbox-session.ts';
 import type { SandboxSlots } from './sandbox-slots.ts';
+import type { EnvCache } from '../sandbox/env-cache/index.ts';
 
 /** What every job needs from the process that runs it. */
 export interface JobDeps {
@@ -32,6 +33,8 @@ export interface JobDeps {
    * best-of-k job with k attempts holds k while they run, and the worker never runs more.
    */
   sandboxSlots: SandboxSlots;
+  /** Environments kept after setup (null: off). */
+  envCache: EnvCache | null;
   /** Extra container labels (job id, worker instance) so that orphans can be swept. */
   labels: Record<string, string>;
   /** When the whole job must be over (LILYPAD_JOB_MAX_MINUTES); the agent's budget fits inside it. */
@@ -71,6 +74,7 @@ export function createJobContext<J extends RunJob>(job: J, deps: JobDeps, signal
     docker: deps.docker,
     setupNetwork: deps.setupNetwork,
     sandboxSlots: deps.sandboxSlots,
+    envCache: deps.envCache,
     workerId: deps.workerId,
     labels: deps.labels,
     outDir: path.join(deps.env.LILYPAD_DATA_DIR, 'runs', runId),

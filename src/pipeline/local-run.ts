@@ -6,6 +6,7 @@ import type Docker from 'dockerode';
 import pino from 'pino';
 import type { AgentProgress, AgentRunResult, ExitReason } from '../agent/loop.ts';
 import type { Logger } from '../observability/logger.ts';
+import type { EnvCache } from '../sandbox/env-cache/index.ts';
 import { SecretScanner } from '../observability/secrets.ts';
 import { CancelledError } from '../shared/cancel.ts';
 import { cloneLocalRepository, type LocalCheckout } from '../workspace/local-clone.ts';
@@ -38,6 +39,10 @@ export interface LocalRunOptions {
   setupNetwork?: SetupNetworkProvider | null;
   /** Sandboxes this run may hold at once (eval shares its workers' slots); default: one per attempt. */
   slots?: SandboxSlots;
+  /** Names the repository among kept environments (default: `local:<the repository's path>`). */
+  repoKey?: string;
+  /** Environments kept after setup (null or absent: off). */
+  envCache?: EnvCache | null;
   /** Extra container labels (`lilypad eval` marks its sandboxes with its run id). */
   labels?: Record<string, string>;
   signal?: AbortSignal;
@@ -102,7 +107,7 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
   const durations: Record<string, number> = {};
   const ctx = localContext(opts, runId, durations);
   const plug = localPlug(
-    { title: opts.title, body: opts.body, checkout: opts.checkout ?? (() => cloneLocalRepository(opts.repo)), overrides: opts.overrides, subject: path.resolve(opts.repo) },
+    { title: opts.title, body: opts.body, checkout: opts.checkout ?? (() => cloneLocalRepository(opts.repo)), overrides: opts.overrides, subject: path.resolve(opts.repo), repoKey: opts.repoKey ?? `local:${path.resolve(opts.repo)}` },
     facts,
   );
   const stages = opts.stages ?? REAL_STAGES;
@@ -134,6 +139,7 @@ function localContext(opts: LocalRunOptions, runId: string, durations: Record<st
     docker: opts.docker,
     setupNetwork: opts.setupNetwork ?? null,
     sandboxSlots: opts.slots ?? new SandboxSlots(Math.max(1, Math.min(opts.overrides.attempts ?? 1, opts.settings.limits.maxAttempts))),
+    envCache: opts.envCache ?? null,
     workerId: os.hostname(),
     labels: opts.labels ?? {},
     outDir: opts.outDir,

@@ -5,6 +5,7 @@ import type { Logger } from '../observability/logger.ts';
 import type { RunRecorder } from '../observability/run-store.ts';
 import type { SecretScanner } from '../observability/secrets.ts';
 import { CancelledError, reasonText } from '../shared/cancel.ts';
+import type { EnvCache } from '../sandbox/env-cache/index.ts';
 import type { SetupNetworkProvider } from './sandbox-session.ts';
 import type { SandboxSlots } from './sandbox-slots.ts';
 
@@ -22,6 +23,8 @@ export interface RunContext {
   setupNetwork: SetupNetworkProvider | null;
   /** Every sandbox session (each attempt of best of k) holds one while it runs. */
   sandboxSlots: SandboxSlots;
+  /** Environments kept after setup, reused by later runs on the same repository (null: off). */
+  envCache: EnvCache | null;
   workerId: string;
   /** Extra labels on every container, so that sweeps can find what a dead run left. */
   labels: Record<string, string>;

@@ -3,22 +3,16 @@ import { runAgent, type AgentBudgets, type AgentProgress, type AgentRunResult } 
 import type { ModelClient } from '../agent/model-client.ts';
 import type { TrajectorySink } from '../agent/trajectory.ts';
 import { CancelledError, reasonText } from '../shared/cancel.ts';
-import { Sandbox, type SandboxOptions } from '../sandbox/sandbox.ts';
-import { commitSetupState, extractPatch, type ExtractedPatch, type SetupState } from '../workspace/patch.ts';
-import { moveToHead } from '../workspace/setup-base.ts';
-import { runTestCommand, snapshotWorktree } from './test-command.ts';
+import type { EnvCache } from '../sandbox/env-cache/index.ts';
+import type { Sandbox, SandboxOptions } from '../sandbox/sandbox.ts';
+import { compareRuns, type RunComparison, type TestRunner } from '../test-results/index.ts';
 import type { TestOutcome } from '../test-results/test-outcome.ts';
+import { extractPatch, type ExtractedPatch, type SetupState } from '../workspace/patch.ts';
+import { moveToHead } from '../workspace/setup-base.ts';
+import { checkoutInKept, prepareEnvironment, type Environment, type LiveSandbox, type SetupReport } from './environment.ts';
+import { runTests, snapshotWorktree, type TestRun } from './test-command.ts';
 
-/** A setup command from the repository's configuration failed: the user's to fix, not retried. */
-export class SetupError extends Error {
-  override name = 'SetupError';
-  constructor(
-    readonly command: string,
-    readonly outcome: TestOutcome,
-  ) {
-    super(`the setup command \`${command}\` ${outcome.outcome === 'timed_out' ? 'timed out' : `failed (exit ${outcome.exitCode})`}`);
-  }
-}
+export { SetupError } from './environment.ts';
 
 /** The network setup commands run on: a per-run internal network whose only way out is a proxy. */
 export interface SetupNetwork {
@@ -50,12 +44,20 @@ export interface SandboxSessionInput {
   labels?: Record<string, string>;
   /** Commands run with (proxied) network before the agent; the network is cut right after them. */
   setup: string[];
+  /** Inferred setup: a command that fails is reported and the run goes on (configured ones stop it). */
+  setupInferred?: boolean | undefined;
+  /** Directories setup fills with tools (a virtual environment's bin), first on PATH afterwards. */
+  envPath?: string[] | undefined;
+  /** Where setup's result is kept for later runs, and under which repository; null: never kept. */
+  keep?: { cache: EnvCache; repoId: string; keyFiles: string[] } | null | undefined;
   /** Where setup may connect; null: setup runs without any network. */
   setupNetwork: SetupNetworkProvider | null;
   setupTimeoutSeconds: number;
   /** Called with each setup command's outcome as it finishes (the failing one included). */
   onSetupOutcome?: ((outcome: TestOutcome) => void) | undefined;
   testCommand?: string | undefined;
+  /** The test command's runner (inferred, or read from the command): how its output is read per test. */
+  testRunner?: TestRunner | null | undefined;
   testTimeoutSeconds: number;
   issue: { title: string; body: string };
   model: string;
@@ -73,122 +75,114 @@ export interface SandboxSessionResult {
   agent: AgentRunResult;
   /** Null when the run was cancelled before the patch could be taken. */
   patch: ExtractedPatch | null;
-  tests: { before: TestOutcome | null; after: TestOutcome | null } | null;
+  setup: SetupReport;
+  /** `verdicts`: each test's change from before to after (null until both ran). */
+  tests: { before: TestOutcome | null; after: TestOutcome | null; verdicts: RunComparison | null } | null;
 }
 
 /**
- * The part of every run that happens in the container: copy in, setup through the egress proxy,
- * cut the network, tests on the untouched code, the agent, the patch (as data), tests on the
- * change. Every step whose result the host believes starts with takeOver(): no process the
- * repository or the agent started is alive, and the toolbox is fresh. The container (and the
- * setup network) are removed whatever happens, including on abort.
+ * The part of every run that happens in the container: the environment (kept, or set up through the
+ * egress proxy, then cut off), the tests on the untouched code, the agent, the patch (as data), the
+ * tests on the change. Every step whose result the host believes starts with takeOver(): no process
+ * the repository or the agent started is alive, and the toolbox is fresh. Where the environment was
+ * kept, the tests on the untouched code run beside the agent in a sandbox of their own, so the first
+ * model request does not wait for them. Every container (and the setup network) is removed whatever
+ * happens, including on abort.
  */
 export async function runSandboxSession(input: SandboxSessionInput): Promise<SandboxSessionResult> {
-  const { phase, signal } = input;
-  const network = input.setup.length > 0 && input.setupNetwork ? await input.setupNetwork.open(input.runId, input.labels ?? {}) : null;
+  const env = await prepareEnvironment(input);
   try {
-    const sandbox = await phase('sandbox', () => createSandbox(input, network?.name ?? 'none'));
-    const stopWatching = sandbox.destroyOnAbort(signal);
-    try {
-      return await runPhases(input, sandbox, network);
-    } finally {
-      stopWatching();
-      await sandbox.destroy();
-    }
+    return await runPhases(input, env);
   } finally {
-    await network?.dispose();
+    await env.dispose();
   }
 }
 
-async function createSandbox(input: SandboxSessionInput, network: string): Promise<Sandbox> {
-  const sb = await Sandbox.create(
-    input.docker,
-    { ...input.sandbox, network, runId: input.runId, workerId: input.workerId, ...(input.labels ? { labels: input.labels } : {}) },
-    input.signal,
-  );
-  try {
-    await sb.copyIn(input.checkoutDir);
-  } catch (err) {
-    await sb.destroy();
-    throw err;
-  }
-  return sb;
-}
-
-async function runPhases(input: SandboxSessionInput, sandbox: Sandbox, network: SetupNetwork | null): Promise<SandboxSessionResult> {
+async function runPhases(input: SandboxSessionInput, env: Environment): Promise<SandboxSessionResult> {
   const { phase, signal } = input;
+  const { sandbox } = env;
   const check = () => {
     if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
   };
-  let setupState: SetupState | undefined;
-  if (input.setup.length > 0) {
-    setupState = await phase('setup', () => runSetup(input, sandbox, network));
-  } else if (input.headAfterSetup) {
-    await sandbox.takeOver();
-    await moveToHead(sandbox, input.headAfterSetup.setupCommit, input.baseCommit, input.headAfterSetup.branch);
-  }
   check();
-  let tests: SandboxSessionResult['tests'] = null;
-  if (input.testCommand) {
-    const before = await phase('tests_before', () => testUntouched(sandbox, input.testCommand!, input.testTimeoutSeconds));
-    tests = { before, after: null };
+  const baseline = startBaseline(input, env);
+  try {
+    const agent = await phase('agent', async () => {
+      await sandbox.takeOver();
+      return runAgent({
+        ...(input.seed !== undefined ? { seed: input.seed } : {}),
+        title: input.issue.title,
+        body: input.issue.body,
+        model: input.model,
+        client: input.client,
+        tools: sandbox,
+        budgets: input.budgets,
+        trajectory: input.trajectory,
+        signal,
+        ...(input.onProgress ? { onProgress: input.onProgress } : {}),
+      });
+    });
+    const before = await baseline.result();
+    const tests: SandboxSessionResult['tests'] = input.testCommand ? { before: before?.outcome ?? null, after: null, verdicts: null } : null;
+    if (agent.exitReason === 'cancelled') return { agent, patch: null, setup: env.setup, tests };
+    // After a tool_error the sandbox may be gone: keep the agent's result and report no patch.
+    const patch = await phase('patch', () => takePatch(sandbox, input.baseCommit, env.setupState)).catch((err: unknown) => {
+      if (agent.exitReason === 'tool_error') return null;
+      throw err;
+    });
+    if (input.testCommand && tests && patch) {
+      check();
+      await sandbox.takeOver();
+      const after = await phase('tests_after', () => runTests(sandbox, input.testCommand!, input.testRunner ?? null, input.testTimeoutSeconds));
+      tests.after = after.outcome;
+      tests.verdicts = before ? compareRuns(before.parsed, after.parsed) : null;
+    }
+    return { agent, patch, setup: env.setup, tests };
+  } finally {
+    await baseline.stop();
   }
-  check();
-  await sandbox.takeOver();
-  const agent = await phase('agent', () =>
-    runAgent({
-      ...(input.seed !== undefined ? { seed: input.seed } : {}),
-      title: input.issue.title,
-      body: input.issue.body,
-      model: input.model,
-      client: input.client,
-      tools: sandbox,
-      budgets: input.budgets,
-      trajectory: input.trajectory,
-      signal,
-      ...(input.onProgress ? { onProgress: input.onProgress } : {}),
-    }),
-  );
-  if (agent.exitReason === 'cancelled') return { agent, patch: null, tests };
-  // After a tool_error the sandbox may be gone: keep the agent's result and report no patch.
-  const patch = await phase('patch', () => takePatch(sandbox, input.baseCommit, setupState)).catch((err: unknown) => {
-    if (agent.exitReason === 'tool_error') return null;
-    throw err;
-  });
-  if (input.testCommand && tests && patch) {
-    check();
-    tests.after = await phase('tests_after', () => runTestCommand(sandbox, input.testCommand!, input.testTimeoutSeconds));
-  }
-  return { agent, patch, tests };
+}
+
+interface Baseline {
+  /** The tests on the untouched code (null: no test command). */
+  result(): Promise<TestRun | null>;
+  /** Removes the baseline's own sandbox if it is still there. */
+  stop(): Promise<void>;
 }
 
 /**
- * Setup commands run through the egress proxy; then every process they left is killed, the network
- * is cut, the worktree moves to the agent's starting point if setup ran elsewhere (headAfterSetup),
- * and what setup changed is committed so that the patch holds only the agent's work.
+ * The tests on the untouched code. With a kept environment they run at once in a sandbox of their
+ * own, started from it with this run's checkout, while the agent works; without one, in the
+ * agent's sandbox before the agent starts, and whatever they created or left running is undone.
  */
-async function runSetup(input: SandboxSessionInput, sandbox: Sandbox, network: SetupNetwork | null): Promise<SetupState> {
-  await sandbox.takeOver();
-  for (const command of input.setup) {
-    if (input.signal?.aborted) throw new CancelledError(reasonText(input.signal.reason));
-    const outcome = await runTestCommand(sandbox, command, input.setupTimeoutSeconds, { env: network?.env ?? {}, what: `the setup command \`${command}\`` });
-    input.onSetupOutcome?.(outcome);
-    if (outcome.outcome !== 'passed') throw new SetupError(command, outcome);
+function startBaseline(input: SandboxSessionInput, env: Environment): Baseline {
+  const command = input.testCommand;
+  if (!command) return { result: async () => null, stop: async () => undefined };
+  if (!env.kept) {
+    const run = input.phase('tests_before', () => testUntouched(env.sandbox, command, input.testRunner ?? null, input.testTimeoutSeconds));
+    return { result: () => run, stop: async () => undefined };
   }
-  await sandbox.takeOver();
-  await sandbox.cutNetwork();
-  if (input.headAfterSetup) await moveToHead(sandbox, input.headAfterSetup.setupCommit, input.baseCommit, input.headAfterSetup.branch);
-  return commitSetupState(sandbox, input.baseCommit);
+  let live: LiveSandbox | null = null;
+  const run = (async () => {
+    live = await checkoutInKept({ ...input, runId: `${input.runId}-baseline` }, env.kept!.image);
+    await live.sandbox.takeOver();
+    if (input.headAfterSetup) await moveToHead(live.sandbox, input.headAfterSetup.setupCommit, input.baseCommit, input.headAfterSetup.branch);
+    return runTests(live.sandbox, command, input.testRunner ?? null, input.testTimeoutSeconds);
+  })();
+  // Known before the agent is done, the outcome still shows as the tests on the untouched code.
+  const timed = input.phase('tests_before', () => run);
+  timed.catch(() => undefined);
+  return { result: () => timed, stop: async () => void (await (live as LiveSandbox | null)?.release()) };
 }
 
-/** Tests on the untouched code; whatever they created or left running is undone before the agent. */
-async function testUntouched(sandbox: Sandbox, command: string, timeoutSeconds: number): Promise<TestOutcome> {
+/** Tests on the untouched code in the agent's sandbox; whatever they created or left running is undone. */
+async function testUntouched(sandbox: Sandbox, command: string, runner: TestRunner | null, timeoutSeconds: number): Promise<TestRun> {
   await sandbox.takeOver();
   const restore = await snapshotWorktree(sandbox);
-  const outcome = await runTestCommand(sandbox, command, timeoutSeconds);
+  const run = await runTests(sandbox, command, runner, timeoutSeconds);
   await sandbox.takeOver();
   await restore();
-  return outcome;
+  return run;
 }
 
 /** The patch is read over a fresh toolbox, after every process the agent left has been killed. */

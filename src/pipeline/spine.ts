@@ -2,6 +2,7 @@ import type { RepoConfig } from '../config/repo-config.ts';
 import { quoteUntrusted } from '../github/pull-request-body.ts';
 import { CancelledError } from '../shared/cancel.ts';
 import type { PreparedChange } from '../workspace/publish.ts';
+import type { RunPlan } from './effective-config.ts';
 import type { RunOutcome } from './outcome.ts';
 import { refuseSecrets, takeChange, type ChangeInput } from './phases/change.ts';
 import { runAttempts, type AttemptsInput, type RunCheckout, type RunTask, type SandboxRun } from './phases/attempts.ts';
@@ -15,6 +16,8 @@ export interface PreparedRun {
   checkout: RunCheckout;
   /** A git repository holding the base commit; the change is applied to a fresh clone of it. */
   source: string;
+  /** How setup and tests are treated (where they came from, the kept environment's key files, the runner). */
+  plan: RunPlan;
   /** Names the run on its containers (`owner/repo#N`, a local repository's path, an eval instance). */
   subject: string;
   /** The commit the change becomes. */
@@ -73,7 +76,7 @@ export async function runSpine<P extends PreparedRun>(ctx: RunContext, plug: Run
     const done = await plug.alreadyDone?.(ctx);
     if (done) return done;
     const prepared = await plug.prepare(ctx);
-    const run = await stages.attempts(ctx, { config: prepared.config, task: prepared.task, checkout: prepared.checkout, subject: prepared.subject, beforeAgent: prepared.beforeAgent, onSetupOutcome: prepared.onSetupOutcome, seed: prepared.seed });
+    const run = await stages.attempts(ctx, { config: prepared.config, task: prepared.task, checkout: prepared.checkout, subject: prepared.subject, beforeAgent: prepared.beforeAgent, onSetupOutcome: prepared.onSetupOutcome, seed: prepared.seed, plan: prepared.plan });
     const agent = run.session.agent;
     if (agent.exitReason === 'cancelled') throw new CancelledError();
     const patch = run.session.patch?.diff ?? Buffer.alloc(0);

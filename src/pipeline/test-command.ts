@@ -1,25 +1,55 @@
 import { SandboxError } from '../sandbox/errors.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
-import type { TestCounts, TestOutcome } from '../test-results/test-outcome.ts';
+import { parseableCommand, parseTestRun, type ParsedRun, type TestRunner } from '../test-results/index.ts';
+import type { PerTestSummary, TestCounts, TestOutcome } from '../test-results/test-outcome.ts';
 import { SANDBOX_GIT } from '../workspace/patch.ts';
 
+/** What people read of a run's output. */
 const TAIL_BYTES = 16 * 1024;
+/** What the per-test parsers read: the end of the output, enough for thousands of tests' lines. */
+const PARSE_BYTES = 8 * 1024 * 1024;
 let runCounter = 0;
 
-/** Runs the repository's test command in the sandbox (never shown to the model). */
+/** A test run read per test: the outcome, and every test's verdict where the output says it. */
+export interface TestRun {
+  outcome: TestOutcome;
+  parsed: ParsedRun;
+}
+
+/**
+ * Runs the repository's tests with what makes the runner's output readable per test
+ * (parseableCommand: pytest -rA, go test -json, ...), and reads every test's verdict. A runner whose
+ * output cannot be read is judged by its exit code, and says so.
+ */
+export async function runTests(sandbox: Sandbox, command: string, runner: TestRunner | null, timeoutSeconds: number): Promise<TestRun> {
+  const full = await runTestCommand(sandbox, parseableCommand(runner, command), timeoutSeconds, { keepBytes: PARSE_BYTES });
+  const parsed = full.outcome === 'error' ? ({ parsed: false, reason: 'the test command could not run' } as const) : parseTestRun(runner, full.outputTail);
+  const outcome: TestOutcome = { ...full, command, outputTail: full.outputTail.slice(-TAIL_BYTES), perTest: summarise(parsed) };
+  return { outcome, parsed };
+}
+
+function summarise(run: ParsedRun): PerTestSummary {
+  if (!run.parsed) return { parsed: false, reason: run.reason };
+  const n = { passed: 0, failed: 0, skipped: 0, error: 0 };
+  for (const r of run.results) n[r.outcome]++;
+  return { parsed: true, format: run.format, ...n };
+}
+
+/** Runs a command of the repository's in the sandbox (never shown to the model); keeps the end of its output. */
 export async function runTestCommand(
   sandbox: Sandbox,
   command: string,
   timeoutSeconds: number,
-  opts: { env?: Record<string, string>; what?: string } = {},
+  opts: { env?: Record<string, string>; what?: string; keepBytes?: number } = {},
 ): Promise<TestOutcome> {
   const started = Date.now();
+  const keep = opts.keepBytes ?? TAIL_BYTES;
   try {
     // A tail is what matters for test output: run through a wrapper that keeps only the end.
-    const res = await sandbox.exec(['/bin/bash', '-c', `( ${'/bin/bash -lc "$0"'} ) 2>&1 | tail -c ${TAIL_BYTES}; exit \${PIPESTATUS[0]}`, command], {
+    const res = await sandbox.exec(['/bin/bash', '-c', `( ${'/bin/bash -lc "$0"'} ) 2>&1 | tail -c ${keep}; exit \${PIPESTATUS[0]}`, command], {
       cwd: sandbox.options.workdir,
       timeoutSeconds,
-      keepBytes: TAIL_BYTES * 2,
+      keepBytes: keep * 2,
       // Python checks cached bytecode by source mtime (whole seconds) and size: an edit within the
       // same second that keeps the size would run stale code. A fresh cache per run rules that out
       // and keeps __pycache__ out of the working tree.

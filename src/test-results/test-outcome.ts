@@ -11,7 +11,16 @@ export interface TestOutcome {
   counts: TestCounts | null;
   /** The last lines of stdout and stderr, for humans. */
   outputTail: string;
+  /**
+   * What the per-test parsers read in the whole output: the format and the count of each outcome,
+   * or why nothing could be read (the run is then judged by its exit code). Absent for setup.
+   */
+  perTest?: PerTestSummary | undefined;
 }
+
+export type PerTestSummary =
+  | { parsed: true; format: string; passed: number; failed: number; skipped: number; error: number }
+  | { parsed: false; reason: string };
 
 /** Counts read from a runner's summary line; a runner that does not print one leaves them out. */
 export interface TestCounts {

@@ -60,6 +60,7 @@ function harness(kinds: Partial<JobKinds>): Harness {
     workerId: 'worker-1',
     setupNetwork: null,
     sandboxSlots: new SandboxSlots(1),
+    envCache: null,
     labels: {},
     status,
     cancelBus,

@@ -36,7 +36,7 @@ function agent(over: Partial<AgentRunResult> = {}): AgentRunResult {
 
 function sandboxRun(diff: string, over: Partial<AgentRunResult> = {}): SandboxRun {
   return {
-    session: { agent: agent(over), patch: { diff: Buffer.from(diff), files: [], leftOut: [] } as never, tests: null },
+    session: { agent: agent(over), patch: { diff: Buffer.from(diff), files: [], leftOut: [] } as never, setup: { commands: [], failed: null, envCache: { result: 'off' } }, tests: null },
     model: 'm',
     image: 'img',
     startedAt: Date.now(),
@@ -65,6 +65,7 @@ function context(signal = new AbortController().signal, secrets: string[] = []):
     docker: {} as RunContext['docker'],
     setupNetwork: null,
     sandboxSlots: new SandboxSlots(1),
+    envCache: null,
     workerId: 'w',
     labels: {},
     outDir: '/tmp/none',
@@ -91,6 +92,7 @@ function plug(events: string[], over: Partial<RunPlug> = {}, prepared: Partial<P
         task: { title: 't', body: 'b' },
         checkout: { dir: '/tmp/x', baseCommit: 'base' },
         source: '/tmp/x',
+        plan: { repoKey: 'test:x', setupInferred: false, envPath: [], keyFiles: [], testRunner: null },
         subject: 'o/r#1',
         commit: { message: 'm', author: { name: 'n', email: 'e' } },
         ...prepared,

@@ -1,6 +1,8 @@
 import { dropQuotedLines, fetchReviewFeedback } from '../../github/review-feedback.ts';
 import type { FollowupRunJob } from '../../store/jobs.ts';
 import { checkoutSetupBase } from '../../workspace/setup-base.ts';
+import { gitTreeReader } from '../../inference/index.ts';
+import { resolveConfig, runPlanOf, type EffectiveConfig } from '../effective-config.ts';
 import { UserError } from '../failures.ts';
 import { takeRequests, type FollowupRequest } from '../../store/followup-requests.ts';
 import type { JobContext } from '../job-context.ts';
@@ -17,6 +19,7 @@ import { revisionOf } from './issue.ts';
 
 interface FollowupPrepared extends PreparedRun {
   ws: Workspace;
+  effective: EffectiveConfig;
   target: FollowupTarget;
   review: ReviewTask;
 }
@@ -48,7 +51,7 @@ function followupPlug(ctx: JobContext<FollowupRunJob>, requests: FollowupRequest
   const { job, deps } = ctx;
   return {
     async prepare() {
-      const { target, config } = await validateFollowup(ctx);
+      const { target, loaded } = await validateFollowup(ctx);
       await ctx.progress.phase({ kind: 'preparing', text: 'reading the review and preparing the sandbox' });
       const ws = await prepareWorkspace(ctx, target.headRef);
       const head = ws.checkout.baseCommit;
@@ -60,10 +63,15 @@ function followupPlug(ctx: JobContext<FollowupRunJob>, requests: FollowupRequest
           'rebase the branch on its base (or change the base of the pull request), then ask again.',
         );
       }
+      // Setup runs on the base, so what it is (when inferred) is read from the base's files too.
+      const effective = await ctx.step('infer', () => resolveConfig(loaded, gitTreeReader(ws.mirrorDir, setupCommit)));
+      const config = effective.config;
       const review = await reviewTask(ctx, target, config.allow_bots, requests);
       const last = requests.at(-1)!;
       return {
         config,
+        effective,
+        plan: runPlanOf(effective, `github:${job.repoId}`),
         ws,
         target,
         review,

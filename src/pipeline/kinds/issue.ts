@@ -3,6 +3,8 @@ import { renderPullRequestBody } from '../../github/pull-request-body.ts';
 import { renderRevisions, testWord, withRevisions, type Revision } from '../../github/revisions.ts';
 import { pinText, runJobId, type IssueRunJob } from '../../store/jobs.ts';
 import { runLinkFor } from '../../config/public-urls.ts';
+import { gitTreeReader } from '../../inference/index.ts';
+import { resolveConfig, runPlanOf, type EffectiveConfig } from '../effective-config.ts';
 import { resetFollowupCount } from '../../store/followup-requests.ts';
 import type { JobContext } from '../job-context.ts';
 import type { RunOutcome } from '../outcome.ts';
@@ -17,6 +19,7 @@ import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug } from 
 
 interface IssuePrepared extends PreparedRun {
   ws: Workspace;
+  effective: EffectiveConfig;
   issueTitle: string;
   pinnedBody: string;
 }
@@ -35,11 +38,16 @@ export function issuePlug(ctx: JobContext<IssueRunJob>): RunPlug<IssuePrepared> 
       return already ? publishedOutcome(already) : null;
     },
     async prepare() {
-      const { text, config } = await validateIssueJob(ctx);
+      const { text, loaded } = await validateIssueJob(ctx);
       await ctx.progress.phase({ kind: 'preparing', text: 'preparing the sandbox' });
       const ws = await prepareWorkspace(ctx);
+      // Setup and tests the configuration does not give are worked out from the files at the base commit.
+      const effective = await ctx.step('infer', () => resolveConfig(loaded, gitTreeReader(ws.mirrorDir, ws.checkout.baseCommit)));
+      const config = effective.config;
       return {
         config,
+        effective,
+        plan: runPlanOf(effective, `github:${job.repoId}`),
         ws,
         issueTitle: text.title,
         pinnedBody: text.body,

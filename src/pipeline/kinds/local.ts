@@ -5,7 +5,7 @@ import { directoryReader } from '../../inference/index.ts';
 import { changeDiff } from '../../workspace/publish.ts';
 import type { LocalCheckout } from '../../workspace/local-clone.ts';
 import { commitMessage } from '../phases/change.ts';
-import { effectiveConfig, type ConfigOverrides, type EffectiveConfig } from '../effective-config.ts';
+import { effectiveConfig, runPlanOf, type ConfigOverrides, type EffectiveConfig } from '../effective-config.ts';
 import type { RunOutcome } from '../outcome.ts';
 import type { SandboxRun } from '../phases/attempts.ts';
 import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug } from '../spine.ts';
@@ -29,6 +29,8 @@ export interface LocalTask {
   overrides: LocalOverrides;
   /** Shown on the run's containers. */
   subject: string;
+  /** Names the repository among kept environments. */
+  repoKey: string;
 }
 
 export interface LocalPrepared extends PreparedRun {
@@ -62,13 +64,14 @@ export function localPlug(task: LocalTask, facts: LocalFacts): RunPlug<LocalPrep
       ctx.cleanups.push(() => checkout.dispose());
       facts.baseCommit = checkout.baseCommit;
       if (checkout.sourceDirty) facts.warnings.push('the repository has uncommitted changes; the run used its last commit (HEAD) only');
-      const effective = await effectiveConfig(directoryReader(checkout.dir), task.overrides, { infer: false });
+      const effective = await effectiveConfig(directoryReader(checkout.dir), task.overrides);
       facts.effective = effective;
       const config = applyOverrides(effective.config, task.overrides);
       const issue = prepareIssue(task.title, task.body);
       return {
         config,
         effective,
+        plan: runPlanOf(effective, task.repoKey),
         sourceDirty: checkout.sourceDirty,
         task: issue,
         checkout: { dir: checkout.dir, baseCommit: checkout.baseCommit },

@@ -6,6 +6,7 @@ import { JsonlTrajectory } from '../../agent/trajectory.ts';
 import { imageAllowed } from '../../config/image-policy.ts';
 import type { RepoConfig } from '../../config/repo-config.ts';
 import { UserError } from '../failures.ts';
+import type { RunPlan } from '../effective-config.ts';
 import type { RunContext } from '../run-context.ts';
 import { runSandboxSession, type SandboxSessionInput, type SandboxSessionResult } from '../sandbox-session.ts';
 import { bestOfK, type AttemptSummary } from '../best-of-k.ts';
@@ -51,6 +52,7 @@ export interface AttemptsInput {
   onSetupOutcome?: ((outcome: TestOutcome) => void) | undefined;
   /** A single attempt's sampling seed; with best of k, attempt N has seed N. */
   seed?: number | undefined;
+  plan: RunPlan;
 }
 
 /**
@@ -99,10 +101,14 @@ export async function runAttempts(ctx: RunContext, input: AttemptsInput): Promis
             workerId: ctx.workerId,
             labels: { ...ctx.labels, 'dev.lilypad.issue': input.subject },
             setup: config.setup,
+            setupInferred: input.plan.setupInferred,
+            envPath: input.plan.envPath,
+            keep: ctx.envCache ? { cache: ctx.envCache, repoId: input.plan.repoKey, keyFiles: input.plan.keyFiles } : null,
             setupNetwork: ctx.setupNetwork,
             setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, settings.limits.setupTimeoutSeconds),
             onSetupOutcome: attempt === 1 ? input.onSetupOutcome : undefined,
             testCommand: config.test,
+            testRunner: input.plan.testRunner,
             testTimeoutSeconds,
             issue: { title: task.title, body: task.body },
             model,

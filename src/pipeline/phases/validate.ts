@@ -6,6 +6,7 @@ import { loadRepoConfig } from '../../github/repo-config-loader.ts';
 import { readIssueEdits } from '../../store/issue-edits.ts';
 import { runJobId, textDigest, type FollowupRunJob } from '../../store/jobs.ts';
 import { readTextConfirmation, writeTextConfirmation } from '../../store/text-confirmations.ts';
+import type { LoadedConfig } from '../effective-config.ts';
 import { UserError } from '../failures.ts';
 import type { JobContext } from '../job-context.ts';
 import { readPrRecord, type PrRecord } from '../../store/pull-records.ts';
@@ -16,12 +17,13 @@ import { checkPinnedText, StaleTriggerError, validateTrigger, type IssueText } f
  * valid. Issue jobs: issue open, label present, permission, text as pinned. Follow-ups: the pull
  * request is open and still Lilypad's, and whoever asked may still write.
  */
-export async function validateIssueJob(ctx: JobContext): Promise<{ text: IssueText; config: RepoConfig; installation: InstallationClient }> {
+export async function validateIssueJob(ctx: JobContext): Promise<{ text: IssueText; config: RepoConfig; loaded: LoadedConfig; installation: InstallationClient }> {
   const installation = await ctx.deps.github.installation(ctx.job.installationId);
   const text = await ctx.step('validate', () => validateTrigger(installation, ctx.job, () => recordedEdits(ctx)));
-  const config = await ctx.step('config', () => loadConfigOrFail(installation, ctx.ref));
+  const loaded = await ctx.step('config', () => loadConfigOrFail(installation, ctx.ref));
+  const config = loaded.config;
   await ctx.step('last_edit', () => checkLastEditor(ctx, installation, config));
-  return { text, config, installation };
+  return { text, config, loaded, installation };
 }
 
 /**
@@ -65,7 +67,7 @@ export interface FollowupTarget {
   baseRef: string;
 }
 
-export async function validateFollowup(ctx: JobContext<FollowupRunJob>): Promise<{ target: FollowupTarget; config: RepoConfig; installation: InstallationClient }> {
+export async function validateFollowup(ctx: JobContext<FollowupRunJob>): Promise<{ target: FollowupTarget; config: RepoConfig; loaded: LoadedConfig; installation: InstallationClient }> {
   const { job, deps } = ctx;
   const installation = await deps.github.installation(job.installationId);
   const target = await ctx.step('validate', async () => {
@@ -81,8 +83,8 @@ export async function validateFollowup(ctx: JobContext<FollowupRunJob>): Promise
     }
     return { record, headRef: pr.head.ref, headSha: pr.head.sha, baseRef: pr.base.ref };
   });
-  const config = await ctx.step('config', () => loadConfigOrFail(installation, ctx.ref));
-  return { target, config, installation };
+  const loaded = await ctx.step('config', () => loadConfigOrFail(installation, ctx.ref));
+  return { target, config: loaded.config, loaded, installation };
 }
 
 /** Setup and the tests can take a while: the issue text is checked again right before the agent. */
@@ -96,7 +98,7 @@ async function recordedEdits(ctx: JobContext) {
   return readIssueEdits(ctx.deps.redis, ctx.deps.env.LILYPAD_QUEUE_PREFIX, runJobId(ctx.job.repoId, ctx.job.issueNumber));
 }
 
-async function loadConfigOrFail(octokit: InstallationClient, ref: IssueRef): Promise<RepoConfig> {
+async function loadConfigOrFail(octokit: InstallationClient, ref: IssueRef): Promise<LoadedConfig> {
   const res = await loadRepoConfig(octokit, ref.owner, ref.repo);
   if (!res.ok) {
     throw new UserError(
@@ -104,5 +106,5 @@ async function loadConfigOrFail(octokit: InstallationClient, ref: IssueRef): Pro
       'fix the file, then label the issue again or comment `/lilypad`.',
     );
   }
-  return res.config;
+  return { file: res.source, config: res.config, keys: res.keys };
 }
