@@ -1,11 +1,11 @@
 import { diffFiles } from './diff-files.ts';
 import { isTestFile } from './test-files.ts';
 
-export interface SplitPatch {
+export interface SplitPatch<T extends string | Buffer = string> {
   /** The sections of the test files: a patch of its own (empty when the change has no tests). */
-  tests: string;
+  tests: T;
   /** The sections of every other file: applied alone, it is the change without its tests. */
-  code: string;
+  code: T;
   testFiles: string[];
   codeFiles: string[];
 }
@@ -16,7 +16,10 @@ export interface SplitPatch {
  * make the original change). Running the `tests` half on the base commit is how a test is shown
  * to fail without the fix.
  */
-export function splitPatch(diff: string): SplitPatch {
+export function splitPatch(diff: string): SplitPatch;
+/** The diff as git wrote it (bytes): the halves are bytes too, exactly as they were in it. */
+export function splitPatch(diff: Buffer): SplitPatch<Buffer>;
+export function splitPatch(diff: string | Buffer): SplitPatch<string> | SplitPatch<Buffer> {
   const out: SplitPatch = { tests: '', code: '', testFiles: [], codeFiles: [] };
   for (const file of diffFiles(diff)) {
     if (isTestFile(file.path)) {
@@ -27,5 +30,5 @@ export function splitPatch(diff: string): SplitPatch {
       out.codeFiles.push(file.path);
     }
   }
-  return out;
+  return Buffer.isBuffer(diff) ? { ...out, tests: Buffer.from(out.tests, 'latin1'), code: Buffer.from(out.code, 'latin1') } : out;
 }

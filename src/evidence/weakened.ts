@@ -21,7 +21,7 @@ export interface WeakenedTest {
  * and defined in another was moved. Source files are read only where they hold tests (Rust's
  * `#[cfg(test)]` modules); assertions in other source are the program's own checks.
  */
-export function weakenedTests(diff: string): WeakenedTest[] {
+export function weakenedTests(diff: string | Buffer): WeakenedTest[] {
   const files = diffFiles(diff);
   const definedAnywhere = new Set<string>();
   for (const f of files) {
