@@ -35,6 +35,7 @@ export function weakenedTests(diff: string | Buffer): WeakenedTest[] {
     }
   }
   const out: WeakenedTest[] = [];
+  const read: FileChanges[] = [];
   for (const f of files) {
     const syntax = syntaxOf(f.path);
     const testFile = isTestFile(f.path);
@@ -43,11 +44,13 @@ export function weakenedTests(diff: string | Buffer): WeakenedTest[] {
       if (testFile && isCodeFile(f.path) && !movedElsewhere(f, files)) out.push(deletedFile(f, syntax));
       continue;
     }
-    // A new file cannot weaken a test that existed.
-    if (f.status === 'added') continue;
-    const hunks = testFile ? f.hunks : f.hunks.filter(showsRustTests);
-    out.push(...weakenedInFile(f.path, hunks, syntax, definedAnywhere));
+    read.push(readChanges(f, testFile ? f.hunks : f.hunks.filter(showsRustTests), syntax, definedAnywhere));
   }
+  // An assertion put back unchanged was moved or reformatted: in its own file first, else in another
+  // (a test moved between files takes its assertions along).
+  for (const r of read) r.removed = r.removed.filter((x) => !take(r.added, (a) => a.norm === x.norm));
+  for (const r of read) r.removed = r.removed.filter((x) => !read.some((o) => o !== r && take(o.added, (a) => a.norm === x.norm)));
+  for (const r of read) out.push(...report(r));
   return out;
 }
 
@@ -63,37 +66,47 @@ interface Found {
   hunk: number;
 }
 
-function weakenedInFile(file: string, hunks: Hunk[], syntax: TestSyntax, definedAnywhere: Set<string>): WeakenedTest[] {
-  const removed: Found[] = [];
-  const added: Found[] = [];
-  const skipsAdded: Found[] = [];
-  const skipsRemoved: Found[] = [];
-  const deletedTests: string[] = [];
-  const newTests = new Set<string>();
+interface FileChanges {
+  file: string;
+  /** Assertion statements the change touched, as they were and as they are. */
+  removed: Found[];
+  added: Found[];
+  skipsAdded: Found[];
+  skipsRemoved: Found[];
+  deletedTests: string[];
+  newTests: Set<string>;
+  newFile: boolean;
+}
+
+function readChanges(f: DiffFile, hunks: Hunk[], syntax: TestSyntax, definedAnywhere: Set<string>): FileChanges {
+  const r: FileChanges = { file: f.path, removed: [], added: [], skipsAdded: [], skipsRemoved: [], deletedTests: [], newTests: new Set(), newFile: f.status === 'added' };
   hunks.forEach((h, i) => {
     const old = side(h, '-');
     const now = side(h, '+');
-    removed.push(...assertions(old, syntax, h, i));
-    added.push(...assertions(now, syntax, h, i));
-    skipsAdded.push(...skips(now, syntax, h, i));
-    skipsRemoved.push(...skips(old, syntax, h, i));
+    r.removed.push(...assertions(old, syntax, h, i));
+    r.added.push(...assertions(now, syntax, h, i));
+    r.skipsAdded.push(...skips(now, syntax, h, i));
+    r.skipsRemoved.push(...skips(old, syntax, h, i));
     const defs = changedDefinitions(old, now, syntax);
-    deletedTests.push(...defs.deleted.filter((name) => !definedAnywhere.has(name)));
-    for (const name of defs.added) newTests.add(name);
+    r.deletedTests.push(...defs.deleted.filter((name) => !definedAnywhere.has(name)));
+    for (const name of defs.added) r.newTests.add(name);
   });
-  const out: WeakenedTest[] = deletedTests.map((test) => ({ file, test, what: 'deleted the test' }));
-  const gone = new Set(deletedTests);
-  for (const r of removed) {
-    if (take(added, (a) => a.norm === r.norm)) continue;
-    if (r.test !== undefined && gone.has(r.test)) continue;
-    const edit = take(added, (a) => a.hunk === r.hunk && a.test === r.test);
-    out.push(withTest(file, r.test, edit ? `edited an assertion: \`${r.shown}\` became \`${edit.shown}\`` : `deleted an assertion: \`${r.shown}\``));
+  return r;
+}
+
+function report(r: FileChanges): WeakenedTest[] {
+  const out: WeakenedTest[] = r.deletedTests.map((test) => ({ file: r.file, test, what: 'deleted the test' }));
+  const gone = new Set(r.deletedTests);
+  for (const x of r.removed) {
+    if (x.test !== undefined && gone.has(x.test)) continue;
+    const edit = take(r.added, (a) => a.hunk === x.hunk && a.test === x.test);
+    out.push(withTest(r.file, x.test, edit ? `edited an assertion: \`${x.shown}\` became \`${edit.shown}\`` : `deleted an assertion: \`${x.shown}\``));
   }
-  for (const s of skipsAdded) {
-    if (take(skipsRemoved, (r) => r.norm === s.norm && r.test === s.test)) continue;
-    // A test the change adds was not asking anything before: skipping it weakens nothing.
-    if (s.test !== undefined && newTests.has(s.test)) continue;
-    out.push(withTest(file, s.test, `${skipWord(s.shown)}: \`${s.shown}\``));
+  for (const s of r.skipsAdded) {
+    if (take(r.skipsRemoved, (x) => x.norm === s.norm && x.test === s.test)) continue;
+    // A test the change adds was not asking anything before (and a new file holds only such tests).
+    if (r.newFile || (s.test !== undefined && r.newTests.has(s.test))) continue;
+    out.push(withTest(r.file, s.test, `${skipWord(s.shown)}: \`${s.shown}\``));
   }
   return out;
 }
@@ -132,8 +145,8 @@ function assertions(lines: SideLine[], syntax: TestSyntax, h: Hunk, hunk: number
     end = Math.min(end, lines.length - 1);
     const statement = lines.slice(i, end + 1);
     if (statement.some((l) => l.changed)) {
-      const text = [first, ...statement.slice(1).map((l) => l.text)].join('');
-      out.push({ norm: normalise(text), shown: shorten(first.trim()), test: enclosingTest(lines, i, syntax, h), hunk });
+      const texts = [first, ...statement.slice(1).map((l) => l.text)];
+      out.push({ norm: normalise(texts.join('')), shown: shorten(texts.map((t) => t.trim()).join(' ')), test: enclosingTest(lines, i, syntax, h), hunk });
     }
     i = end;
   }
