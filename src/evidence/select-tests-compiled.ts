@@ -90,7 +90,9 @@ function jvmTargets(at: Selection, join: '#' | '.'): string[] {
     if (cut < 0 || !JVM_NAME.test(cls) || classes.includes(cls)) return [];
     return [/^\w+$/.test(method) ? `${cls}${join}${method}` : cls];
   });
-  return [...new Set([...classes, ...methods])].filter((t) => JVM_NAME.test(t.replace('#', '.')));
+  const all = new Set([...classes, ...methods]);
+  // A class run whole already runs its methods.
+  return [...all].filter((t) => JVM_NAME.test(t.replace('#', '.')) && !(t.includes(join) && all.has(t.slice(0, t.lastIndexOf(join)))));
 }
 
 /** Maven Surefire: `-Dtest=com.x.FooTest,com.x.BarTest#adds`, modules without a match not failing. */
