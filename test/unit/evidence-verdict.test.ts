@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { evidenceOf, type EvidenceInput, type TestRunRecord, type WeakenedTest } from '../../src/evidence/index.ts';
+import { evidenceOf, failureOnBase, type EvidenceInput, type TestRunRecord, type WeakenedTest } from '../../src/evidence/index.ts';
 import { parseTestRun, type TestRunner } from '../../src/test-results/index.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/runner-output/${name}`, import.meta.url), 'utf8');
@@ -172,6 +172,31 @@ describe('evidence: why a test failed on the base code', () => {
     // TestWrong failed on the base code and passes with the change: a reproduction.
     assert.deepEqual(e.reproduction, ['example.com/gom/calc::TestWrong']);
   });
+});
+
+test('failureOnBase: a result for a whole file, module, package or target never counts, in every format that has one', () => {
+  const whole: Array<[string, Parameters<typeof failureOnBase>[2]]> = [
+    ['tests/test_x.py', 'pytest'],
+    ['unittest.loader._FailedTest.test_x', 'unittest'],
+    ['__tests__/x.test.js', 'jest'],
+    ['example.com/m/calc', 'go-json'],
+    ['example.com/m/calc', 'go-text'],
+    ['tests/api.rs', 'cargo'],
+    ['test/x.test.mjs', 'tap'],
+    ['test/x.test.ts', 'node-spec'],
+  ];
+  for (const [id, format] of whole) assert.deepEqual(failureOnBase(id, 'failed', format, new Map([[id, 'AssertionError']])).counts, false, `${format}: ${id}`);
+  const single: Array<[string, Parameters<typeof failureOnBase>[2]]> = [
+    ['tests/test_x.py::test_a', 'pytest'],
+    ['x.T.test_a', 'unittest'],
+    ['__tests__/x.test.js::adds', 'jest'],
+    ['example.com/m/calc::TestAdd', 'go-json'],
+    ['TestAdd', 'go-text'],
+    ['tests/api.rs::adds', 'cargo'],
+    ['adds', 'tap'],
+    ['com.x.CalcTest.adds', 'junit'],
+  ];
+  for (const [id, format] of single) assert.deepEqual(failureOnBase(id, 'failed', format, new Map()).counts, true, `${format}: ${id}`);
 });
 
 describe('evidence: runs that cannot be read per test, and other edges', () => {
