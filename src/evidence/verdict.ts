@@ -175,7 +175,9 @@ function changeTests(input: EvidenceInput, notes: string[]): ChangeTests {
       continue;
     }
     if (base === 'passed') {
-      passedOnBaseToo.push(id);
+      // Only tests the change adds or changed the outcome of: where (c) ran the whole suite, the
+      // untouched tests pass there too and say nothing.
+      if (was?.get(id) !== 'passed') passedOnBaseToo.push(id);
       continue;
     }
     const judged = failureOnBase(id, base, c.run.format, reasons);

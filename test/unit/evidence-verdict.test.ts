@@ -289,6 +289,21 @@ describe('evidence: runs that cannot be read per test, and other edges', () => {
     assert.ok(e.notes.some((n) => /passed before the change and fails after it \(exit code 1\), though no test is reported failing/.test(n)));
   });
 
+  test("where the change's tests could not be selected and (c) ran the whole suite, untouched tests are neither reproductions nor noted", () => {
+    const suite = [OLD, 'PASSED tests/test_io.py::test_read'];
+    const e = evidenceOf(
+      input({
+        before: pytest(suite),
+        after: pytest([...suite, 'PASSED tests/test_calc.py::test_new']),
+        changeTestsOnBase: pytest([...suite, 'FAILED tests/test_calc.py::test_new - assert 0 == 1']),
+        changeTestsWithChange: pytest([...suite, 'PASSED tests/test_calc.py::test_new']),
+      }),
+    );
+    assert.equal(e.verdict, 'verified');
+    assert.deepEqual(e.reproduction, ['tests/test_calc.py::test_new']);
+    assert.ok(!e.notes.some((n) => /pass on the base code too/.test(n)), e.notes.join('\n'));
+  });
+
   test('a timed-out run after the change is failing', () => {
     const e = evidenceOf(input({ after: { run: { parsed: false, reason: 'the test command printed nothing' }, exitCode: null } }));
     assert.equal(e.verdict, 'failing');
