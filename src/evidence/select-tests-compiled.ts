@@ -59,11 +59,14 @@ export function selectCargo(at: Selection): string | null {
   if (after.some((w) => !w.value.startsWith('-'))) return null;
   const targets = new Set<string>();
   const filters: string[] = [];
-  for (const f of at.files) {
+  for (const f of at.files.filter((f) => f.endsWith('.rs'))) {
     const m = /^tests\/([\w-]+)\.rs$/.exec(f);
+    // Modules shared by the integration tests (tests/common/mod.rs) are no target of their own.
+    if (!m && f.startsWith('tests/')) continue;
     if (!m) return null;
     targets.add(`--test ${m[1]}`);
   }
+  if (targets.size === 0 && at.ids.length === 0) return null;
   for (const id of at.ids) {
     const m = /^(?:tests\/([\w-]+)\.rs|(src\/lib\.rs))::([\w:]+)$/.exec(id);
     if (!m) return null;
@@ -71,12 +74,15 @@ export function selectCargo(at: Selection): string | null {
     filters.push(m[3]!);
   }
   const head = [at.command.slice(0, (before.at(-1) ?? at.words[test]!).end), ...targets].join(' ');
-  const tail = [...after.map((w) => raw(at, w)), ...(at.files.length === 0 && filters.length > 0 ? ['--exact', ...filters.map(shellQuote)] : [])];
+  const wholeTargets = at.files.some((f) => /^tests\/[\w-]+\.rs$/.test(f));
+  const tail = [...after.map((w) => raw(at, w)), ...(!wholeTargets && filters.length > 0 ? ['--exact', ...filters.map(shellQuote)] : [])];
   return tail.length > 0 ? `${head} -- ${tail.join(' ')}` : head;
 }
 
 const JVM_SOURCE = /(?:^|\/)src\/test\/(?:java|kotlin|groovy|scala)\/(.+)\.(?:java|kt|groovy|scala)$/;
 const JVM_NAME = /^[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*$/;
+// Test resources (src/test/resources) hold no tests; a test source elsewhere cannot be named as a class.
+const JVM_CODE = /\.(java|kt|groovy|scala)$/;
 
 /** Fully qualified test classes of the files, and `Class#method` / `Class.method` of the ids. */
 function jvmTargets(at: Selection, join: '#' | '.'): string[] {
@@ -98,7 +104,7 @@ function jvmTargets(at: Selection, join: '#' | '.'): string[] {
 /** Maven Surefire: `-Dtest=com.x.FooTest,com.x.BarTest#adds`, modules without a match not failing. */
 export function selectMaven(at: Selection): string | null {
   if (wordIndex(at.words, /(^|\/)mvnw?$/) < 0 || at.words.some((w) => w.value.startsWith('-Dtest='))) return null;
-  if (at.files.some((f) => !JVM_SOURCE.test(f))) return null;
+  if (at.files.some((f) => JVM_CODE.test(f) && !JVM_SOURCE.test(f))) return null;
   const targets = jvmTargets(at, '#');
   if (targets.length === 0) return null;
   return append(at.command, [`-Dtest=${targets.join(',')}`, '-Dsurefire.failIfNoSpecifiedTests=false', '-DfailIfNoTests=false']);
@@ -111,7 +117,8 @@ export function selectMaven(at: Selection): string | null {
 export function selectGradle(at: Selection): string | null {
   if (wordIndex(at.words, /(^|\/)gradlew?$/) < 0 || at.words.some((w) => w.value === '--tests')) return null;
   const task = wordIndex(at.words, /^:?test$/);
-  if (task < 0 || at.files.length === 0 || at.files.some((f) => !/^src\/test\//.test(f) || !JVM_SOURCE.test(f))) return null;
+  const sources = at.files.filter((f) => JVM_CODE.test(f));
+  if (task < 0 || sources.length === 0 || sources.some((f) => !/^src\/test\//.test(f) || !JVM_SOURCE.test(f))) return null;
   const targets = jvmTargets(at, '.');
   if (targets.length === 0) return null;
   const end = at.words[task]!.end;

@@ -65,16 +65,18 @@ function safePath(p: string): boolean {
 
 function selectPytest(at: Selection): string | null {
   if (wordIndex(at.words, /(^|\/)(py\.test|pytest)$/) < 0) return null;
+  // Test data and conftest.py are not test modules: pytest is given the modules (and conftest applies anyway).
+  const files = at.files.filter((f) => f.endsWith('.py') && !/(^|\/)(conftest|__init__)\.py$/.test(f));
   // pytest runs the union of what it is given: a file runs whole, its ids need not be named too.
-  const ids = at.ids.filter((id) => !at.files.includes(id.split('::')[0]!));
-  return append(at.command, [...at.files, ...ids]);
+  const ids = at.ids.filter((id) => !files.includes(id.split('::')[0]!));
+  return files.length + ids.length > 0 ? append(at.command, [...files, ...ids]) : null;
 }
 
 const DOTTED = /^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$/;
 
 /** `python -m unittest` and Django's `manage.py test` take dotted module, class and test names. */
 function selectUnittest(at: Selection): string | null {
-  const modules = at.files.filter((f) => /\.py$/.test(f)).map((f) => f.slice(0, -3).replace(/\//g, '.'));
+  const modules = at.files.filter((f) => /\.py$/.test(f) && !/(^|\/)__init__\.py$/.test(f)).map((f) => f.slice(0, -3).replace(/\//g, '.'));
   const names = at.ids.map(normaliseUnittestId).filter((id) => !id.startsWith('unittest.loader.'));
   const labels = [...new Set([...modules, ...names])].filter((l) => DOTTED.test(l) && !modules.some((m) => l !== m && l.startsWith(`${m}.`)));
   if (labels.length === 0) return null;

@@ -15,10 +15,13 @@ describe('selectTestsCommand per runner', () => {
     assert.equal(selectTestsCommand('pytest', 'python -m pytest', { files: ['tests/test_calc.py'], ids: ['tests/test_calc.py::test_a', 'tests/test_io.py::TestIO::test_read[utf-8]'] }), "python -m pytest tests/test_calc.py 'tests/test_io.py::TestIO::test_read[utf-8]'");
     assert.equal(selectTestsCommand('pytest', 'PYTHONPATH=src "/tmp/venv dir/bin/python" -m pytest -x', files('tests/test_calc.py')), 'PYTHONPATH=src "/tmp/venv dir/bin/python" -m pytest -x tests/test_calc.py');
     assert.equal(parseableCommand('pytest', selectTestsCommand('pytest', 'python3 -m pytest', files('tests/test_calc.py'))!), 'python3 -m pytest -rA -p no:cacheprovider --continue-on-collection-errors tests/test_calc.py');
+    // Test data and conftest.py are not passed as modules; with nothing else, the whole command runs.
+    assert.equal(selectTestsCommand('pytest', 'pytest', files('tests/data/input.json', 'tests/conftest.py', 'tests/test_calc.py')), 'pytest tests/test_calc.py');
+    assert.equal(selectTestsCommand('pytest', 'pytest', files('tests/data/input.json', 'tests/conftest.py')), null);
   });
 
   test('unittest: dotted names; `discover` replaced when its top level is ".", one module chosen by -p otherwise, Django labels', () => {
-    assert.equal(selectTestsCommand('unittest', 'python3 -m unittest', { files: ['tests/test_calc.py'], ids: ['test_shapes.ShapeTest.test_area', 'test_x (app.tests.T)'] }), 'python3 -m unittest tests.test_calc test_shapes.ShapeTest.test_area app.tests.T.test_x');
+    assert.equal(selectTestsCommand('unittest', 'python3 -m unittest', { files: ['tests/__init__.py', 'tests/test_calc.py'], ids: ['test_shapes.ShapeTest.test_area', 'test_x (app.tests.T)'] }), 'python3 -m unittest tests.test_calc test_shapes.ShapeTest.test_area app.tests.T.test_x');
     assert.equal(selectTestsCommand('unittest', 'python3 -m unittest discover -v -s tests -t .', files('tests/test_calc.py')), 'python3 -m unittest -v tests.test_calc');
     assert.equal(selectTestsCommand('unittest', '"/v/bin/python" -m unittest discover -s tests', files('tests/test_calc.py')), '"/v/bin/python" -m unittest discover -s tests -p test_calc.py');
     assert.equal(selectTestsCommand('unittest', '"/v/bin/python" -m unittest discover -s tests', ids('test_calc.AddTest.test_add')), '"/v/bin/python" -m unittest discover -s tests -p test_calc.py');
@@ -56,6 +59,8 @@ describe('selectTestsCommand per runner', () => {
     assert.equal(selectTestsCommand('cargo', 'cargo test adds', files('tests/api.rs')), null);
     assert.equal(selectTestsCommand('cargo', 'cargo test', ids('src/main.rs::tests::x')), null);
     assert.equal(selectTestsCommand('cargo', 'cargo test', files('crates/core/tests/api.rs')), null);
+    assert.equal(selectTestsCommand('cargo', 'cargo test', files('tests/api.rs', 'tests/common/mod.rs', 'tests/data/in.txt')), 'cargo test --test api');
+    assert.equal(selectTestsCommand('cargo', 'cargo test', files('tests/common/mod.rs')), null);
   });
 
   test('Maven: -Dtest with classes and Class#method, modules without a match not failing; Gradle: --tests after the test task, root project only', () => {
@@ -67,6 +72,8 @@ describe('selectTestsCommand per runner', () => {
     assert.equal(selectTestsCommand('gradle', './gradlew test --offline', files('src/test/kotlin/com/x/FooTest.kt')), './gradlew test --tests com.x.FooTest --offline');
     assert.equal(selectTestsCommand('gradle', './gradlew test --offline', files('app/src/test/java/com/x/FooTest.java')), null);
     assert.equal(selectTestsCommand('gradle', './gradlew check', files('src/test/java/com/x/FooTest.java')), null);
+    assert.equal(selectTestsCommand('maven', 'mvn test', files('src/test/java/com/x/FooTest.java', 'src/test/resources/data.csv')), "mvn test -Dtest=com.x.FooTest -Dsurefire.failIfNoSpecifiedTests=false -DfailIfNoTests=false");
+    assert.equal(selectTestsCommand('gradle', 'gradle test', files('src/test/java/com/x/FooTest.java', 'src/test/resources/data.csv')), 'gradle test --tests com.x.FooTest');
   });
 
   test('null where it cannot be done safely: wrappers, unknown runners, shell control, nothing safe to run', () => {
