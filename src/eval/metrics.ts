@@ -1,5 +1,5 @@
 import { describeCost, type CostModel } from './endpoint.ts';
-import { selectAttempt, type Selection } from '../pipeline/select-attempt.ts';
+import { selectAttempt, type Selection } from '../evidence/select-attempt.ts';
 import type { AttemptRecord } from './store.ts';
 
 export interface EndpointMetrics {
@@ -16,7 +16,7 @@ export interface EndpointMetrics {
   avg_at_k: number | null;
   /** Share of instances with at least one resolved attempt among k. */
   pass_at_k: number | null;
-  /** Share of instances whose selected attempt (pipeline/select-attempt.ts) resolved; null without --select. */
+  /** Share of instances whose selected attempt (evidence/select-attempt.ts) resolved; null without --select. */
   selected_resolve_rate: number | null;
   selected_resolved: number | null;
   mean_prompt_tokens: number | null;

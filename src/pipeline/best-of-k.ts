@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { JsonlTrajectory } from '../agent/trajectory.ts';
-import { selectAttempt, type Candidate, type Selection } from './select-attempt.ts';
+import { selectAttempt, type Candidate, type Selection } from '../evidence/select-attempt.ts';
 import { testWord } from '../github/revisions.ts';
 import { CancelledError, reasonText } from '../shared/cancel.ts';
 import type { RunContext } from './run-context.ts';
@@ -30,7 +30,7 @@ export interface BestOfK {
 /**
  * Best of k: k attempts from the same checkout, each in its own sandbox with its own sampling
  * seed, in parallel; the tests, then agreement among the attempts, then the smaller diff choose
- * (the rule in select-attempt.ts, which `lilypad eval` measures). Every attempt's patch is kept with
+ * (the rule in evidence/select-attempt.ts, which `lilypad eval` measures). Every attempt's patch is kept with
  * the run (attempt-N.diff in the run's folder), and every trajectory. A stale task or a cancel in
  * any attempt ends them all: no sibling's patch may be published on a text nobody approved.
  */

@@ -8,7 +8,7 @@ export const FLOW: readonly (readonly string[])[] = [
   ['cli'],
   ['eval', 'web'],
   ['pipeline'],
-  ['workspace', 'sandbox', 'agent', 'github'],
+  ['workspace', 'sandbox', 'agent', 'github', 'evidence'],
   ['store', 'config', 'observability', 'test-results', 'inference'],
   ['shared'],
 ];

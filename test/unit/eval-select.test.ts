@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { changedLines, normalisePatch, selectAttempt } from '../../src/pipeline/select-attempt.ts';
+import { changedLines, normalisePatch, selectAttempt } from '../../src/evidence/select-attempt.ts';
 
 const diff = (file: string, minus: string[], plus: string[], at = 1, index = 'abc1234..def5678') =>
   [`diff --git a/${file} b/${file}`, `index ${index} 100644`, `--- a/${file}`, `+++ b/${file}`, `@@ -${at},3 +${at},3 @@`, ' def f():', ...minus.map((l) => `-${l}`), ...plus.map((l) => `+${l}`), ''].join('\n');

@@ -10,7 +10,7 @@ import type { RunPlan } from '../effective-config.ts';
 import type { RunContext } from '../run-context.ts';
 import { runSandboxSession, type SandboxSessionInput, type SandboxSessionResult } from '../sandbox-session.ts';
 import { bestOfK, type AttemptSummary } from '../best-of-k.ts';
-import type { Selection } from '../select-attempt.ts';
+import type { Selection } from '../../evidence/select-attempt.ts';
 import type { TestOutcome } from '../../test-results/test-outcome.ts';
 
 /** Time kept back from the agent for the tests on the change and publishing. */
