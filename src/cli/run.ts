@@ -4,7 +4,7 @@ import { loadEnv } from '../config/env.ts';
 import { createLogger } from '../observability/logger.ts';
 import { newRunId, runLocal, type LocalRunResult } from '../pipeline/local-run.ts';
 import { runSettingsFromEnv } from '../pipeline/run-context.ts';
-import { EnvCache } from '../sandbox/env-cache/index.ts';
+import { describeEnvCache, EnvCache } from '../sandbox/env-cache/index.ts';
 import { dockerForSandboxes } from '../sandbox/runtime.ts';
 import { LABEL_RUN } from '../sandbox/sandbox.ts';
 import { parseCommandArgs, positiveInt } from './args.ts';
@@ -164,12 +164,20 @@ function summary(r: LocalRunResult): string {
     const what = (g: LocalRunResult['patch']['left_out'][number]) => (g.rule === 'setup' ? `${g.count} file(s) of the setup commands' output` : `${g.count} build leftover(s) (\`${g.rule}\`)`);
     lines.push(`left out of the patch: ${r.patch.left_out.map(what).join(', ')}; why: see result.json`);
   }
-  for (const s of r.setup?.commands ?? []) {
-    lines.push(`setup (${s.command}): ${s.outcome}${s.exitCode !== null ? ` (exit ${s.exitCode})` : ''}, ${(s.durationMs / 1000).toFixed(1)}s`);
+  if (r.setup) {
+    if (r.setup.source === 'inferred') lines.push(`setup inferred from ${r.setup.inferred_from.join(', ') || 'the repository'}: ${r.setup.planned.join(' && ')}`);
+    for (const s of r.setup.commands) lines.push(`setup (${s.command}): ${s.outcome}${s.exitCode !== null ? ` (exit ${s.exitCode})` : ''}, ${(s.durationMs / 1000).toFixed(1)}s`);
+    if (r.setup.failed) lines.push(`setup: the inferred \`${r.setup.failed}\` failed; the run went on without the rest of setup`);
+    if (r.setup.env_cache) lines.push(`environment: ${describeEnvCache(r.setup.env_cache)}`);
   }
   if (r.tests) {
     const t = (o: typeof r.tests.before) => (o ? `${o.outcome}${o.exitCode !== null ? ` (exit ${o.exitCode})` : ''}` : 'not run');
-    lines.push(`tests (${r.tests.command}): before ${t(r.tests.before)}, after ${t(r.tests.after)}`);
+    const from = r.tests.source === 'inferred' ? `, inferred from ${r.tests.inferred_from.join(', ') || 'the repository'}` : '';
+    lines.push(`tests (${r.tests.command}${from}): before ${t(r.tests.before)}, after ${t(r.tests.after)}`);
+    if (r.tests.per_test_fallback) lines.push(`tests per test: ${r.tests.per_test_fallback}`);
+    else if (r.tests.after) lines.push(`tests per test: ${r.tests.counts.fixed} fixed${r.tests.fixed.length ? ` (${r.tests.fixed.slice(0, 5).join(', ')}${r.tests.fixed.length > 5 ? ', …' : ''})` : ''}, ${r.tests.counts.broken} broken${r.tests.broken.length ? ` (${r.tests.broken.slice(0, 5).join(', ')}${r.tests.broken.length > 5 ? ', …' : ''})` : ''}, ${r.tests.counts.still_failing} still failing, ${r.tests.counts.passed_both} passing`);
+  } else if (r.outcome !== 'failed') {
+    lines.push('tests: none configured, and none could be inferred from the repository; give --test');
   }
   for (const w of r.warnings) lines.push(`warning: ${w}`);
   lines.push(`output: ${r.out_dir}`);

@@ -20,7 +20,7 @@ import { phaseStepper, type RunContext, type RunRecord, type RunSettings } from 
 import { SetupError, type SetupNetworkProvider } from './sandbox-session.ts';
 import { SandboxSlots } from './sandbox-slots.ts';
 import { REAL_STAGES, runSpine, type SpineStages } from './spine.ts';
-import type { TestOutcome } from '../test-results/test-outcome.ts';
+import { setupSection, testsSection, type SetupSection, type TestsSection } from './run-report.ts';
 
 export interface LocalRunOptions {
   runId?: string;
@@ -72,9 +72,10 @@ export interface LocalRunResult {
   durations_ms: Record<string, number>;
   /** The repository's configuration as the run used it, and where each value came from. */
   config: { file: string | null; sources: EffectiveConfig['sources'] } | null;
-  /** The setup commands as they ran (a failing one ends the list and the run). */
-  setup: { network: 'egress proxy' | 'none'; commands: TestOutcome[] } | null;
-  tests: { command: string; before: TestOutcome | null; after: TestOutcome | null } | null;
+  /** Setup: where it came from, each command as it ran (a failing one ends the list), the kept environment. */
+  setup: SetupSection | null;
+  /** The tests: where they came from, before and after, and what changed per test. */
+  tests: TestsSection | null;
   /** Best of k (k > 1): every attempt, and why the chosen one won. */
   attempts: { rows: AttemptSummary[]; summary: string } | null;
   /**
@@ -103,7 +104,7 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
   const started = Date.now();
   const runId = opts.runId ?? newRunId();
   await mkdir(opts.outDir, { recursive: true });
-  const facts: LocalFacts = { baseCommit: null, effective: null, setup: [], run: null, published: null, files: [], dropped: [], warnings: [] };
+  const facts: LocalFacts = { baseCommit: null, effective: null, setup: [], run: null, published: null, files: [], dropped: [], warnings: [], plan: null };
   const durations: Record<string, number> = {};
   const ctx = localContext(opts, runId, durations);
   const plug = localPlug(
@@ -203,8 +204,8 @@ function localResult(opts: LocalRunOptions, runId: string, outcome: RunOutcome, 
     model_retries: agent?.retries ?? 0,
     durations_ms: durations,
     config: facts.effective ? { file: facts.effective.file, sources: facts.effective.sources } : null,
-    setup: config && config.setup.length > 0 ? { network: opts.setupNetwork ? 'egress proxy' : 'none', commands: facts.setup } : null,
-    tests: config?.test ? { command: config.test, before: session?.tests?.before ?? null, after: session?.tests?.after ?? null } : null,
+    setup: facts.effective ? setupSection(facts.effective, session, !!opts.setupNetwork, facts.setup) : null,
+    tests: facts.effective ? testsSection(facts.effective, session, facts.plan?.testRunner ?? null) : null,
     attempts: attempts ? { rows: attempts.summaries, summary: attempts.selection.summary } : null,
     patch: {
       files: facts.files,

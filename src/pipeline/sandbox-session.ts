@@ -105,8 +105,11 @@ async function runPhases(input: SandboxSessionInput, env: Environment): Promise<
     if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
   };
   check();
-  const baseline = startBaseline(input, env);
+  // With a kept environment the baseline runs beside the agent; without one, before it, in its sandbox.
+  const baseline = env.kept ? startBaseline(input, env.kept.image) : null;
+  const inPlace = !baseline && input.testCommand ? await phase('tests_before', () => testUntouched(sandbox, input.testCommand!, input.testRunner ?? null, input.testTimeoutSeconds)) : null;
   try {
+    check();
     const agent = await phase('agent', async () => {
       await sandbox.takeOver();
       return runAgent({
@@ -122,7 +125,7 @@ async function runPhases(input: SandboxSessionInput, env: Environment): Promise<
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
       });
     });
-    const before = await baseline.result();
+    const before = baseline ? await baseline.result() : inPlace;
     const tests: SandboxSessionResult['tests'] = input.testCommand ? { before: before?.outcome ?? null, after: null, verdicts: null } : null;
     if (agent.exitReason === 'cancelled') return { agent, patch: null, setup: env.setup, tests };
     // After a tool_error the sandbox may be gone: keep the agent's result and report no patch.
@@ -139,7 +142,7 @@ async function runPhases(input: SandboxSessionInput, env: Environment): Promise<
     }
     return { agent, patch, setup: env.setup, tests };
   } finally {
-    await baseline.stop();
+    await baseline?.stop();
   }
 }
 
@@ -151,20 +154,16 @@ interface Baseline {
 }
 
 /**
- * The tests on the untouched code. With a kept environment they run at once in a sandbox of their
- * own, started from it with this run's checkout, while the agent works; without one, in the
- * agent's sandbox before the agent starts, and whatever they created or left running is undone.
+ * The tests on the untouched code, started at once in a sandbox of their own from the kept
+ * environment with this run's checkout, while the agent works in its own: nothing the agent does
+ * can reach them.
  */
-function startBaseline(input: SandboxSessionInput, env: Environment): Baseline {
+function startBaseline(input: SandboxSessionInput, keptImage: string): Baseline | null {
   const command = input.testCommand;
-  if (!command) return { result: async () => null, stop: async () => undefined };
-  if (!env.kept) {
-    const run = input.phase('tests_before', () => testUntouched(env.sandbox, command, input.testRunner ?? null, input.testTimeoutSeconds));
-    return { result: () => run, stop: async () => undefined };
-  }
+  if (!command) return null;
   let live: LiveSandbox | null = null;
   const run = (async () => {
-    live = await checkoutInKept({ ...input, runId: `${input.runId}-baseline` }, env.kept!.image);
+    live = await checkoutInKept({ ...input, runId: `${input.runId}-baseline` }, keptImage);
     await live.sandbox.takeOver();
     if (input.headAfterSetup) await moveToHead(live.sandbox, input.headAfterSetup.setupCommit, input.baseCommit, input.headAfterSetup.branch);
     return runTests(live.sandbox, command, input.testRunner ?? null, input.testTimeoutSeconds);

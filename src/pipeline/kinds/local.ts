@@ -5,7 +5,7 @@ import { directoryReader } from '../../inference/index.ts';
 import { changeDiff } from '../../workspace/publish.ts';
 import type { LocalCheckout } from '../../workspace/local-clone.ts';
 import { commitMessage } from '../phases/change.ts';
-import { effectiveConfig, runPlanOf, type ConfigOverrides, type EffectiveConfig } from '../effective-config.ts';
+import { effectiveConfig, runPlanOf, type ConfigOverrides, type EffectiveConfig, type RunPlan } from '../effective-config.ts';
 import type { RunOutcome } from '../outcome.ts';
 import type { SandboxRun } from '../phases/attempts.ts';
 import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug } from '../spine.ts';
@@ -46,6 +46,7 @@ export interface LocalFacts {
   run: SandboxRun | null;
   /** What was published (the filtered change), as written to patch.diff. */
   published: Buffer | null;
+  plan: RunPlan | null;
   /** The files the published change touches. */
   files: string[];
   dropped: Array<{ path: string; reason: string }>;
@@ -66,12 +67,13 @@ export function localPlug(task: LocalTask, facts: LocalFacts): RunPlug<LocalPrep
       if (checkout.sourceDirty) facts.warnings.push('the repository has uncommitted changes; the run used its last commit (HEAD) only');
       const effective = await effectiveConfig(directoryReader(checkout.dir), task.overrides);
       facts.effective = effective;
+      facts.plan = runPlanOf(effective, task.repoKey);
       const config = applyOverrides(effective.config, task.overrides);
       const issue = prepareIssue(task.title, task.body);
       return {
         config,
         effective,
-        plan: runPlanOf(effective, task.repoKey),
+        plan: facts.plan,
         sourceDirty: checkout.sourceDirty,
         task: issue,
         checkout: { dir: checkout.dir, baseCommit: checkout.baseCommit },

@@ -1,0 +1,96 @@
+import type { EnvCacheReport } from '../sandbox/env-cache/index.ts';
+import type { RunComparison } from '../test-results/index.ts';
+import type { TestOutcome } from '../test-results/test-outcome.ts';
+import type { EffectiveConfig, ValueSource } from './effective-config.ts';
+import type { SandboxSessionResult } from './sandbox-session.ts';
+
+/** What setup was, where it came from and how it went: result.json's `setup`, the run page's and the pull request's. */
+export interface SetupSection {
+  /** Each command as it ran, with its outcome (a failing one ends the list). */
+  commands: TestOutcome[];
+  /** The commands setup was to run, in order. */
+  planned: string[];
+  source: ValueSource;
+  /** With source `inferred`: the files it was worked out from. */
+  inferred_from: string[];
+  network: 'egress proxy' | 'none';
+  /** An inferred command that failed; the run went on without the rest of setup. */
+  failed: string | null;
+  env_cache: EnvCacheReport | null;
+}
+
+/** The test command, where it came from, and what changed per test: result.json's `tests`. */
+export interface TestsSection {
+  command: string;
+  source: ValueSource;
+  inferred_from: string[];
+  runner: string | null;
+  before: TestOutcome | null;
+  after: TestOutcome | null;
+  /** Failed (or errored) before, pass after. */
+  fixed: string[];
+  /** Passed before, fail after. */
+  broken: string[];
+  still_failing: string[];
+  counts: { fixed: number; broken: number; still_failing: number; passed_both: number; skipped: number; added: number; removed: number };
+  /** Why the tests could not be compared per test (then the exit codes judge), or null. */
+  per_test_fallback: string | null;
+}
+
+export function setupSection(effective: EffectiveConfig, session: SandboxSessionResult | null, network: boolean, ran: TestOutcome[]): SetupSection | null {
+  const planned = effective.config.setup;
+  if (planned.length === 0) return null;
+  const source = effective.sources.setup;
+  return {
+    commands: session?.setup.commands.length ? session.setup.commands : ran,
+    planned,
+    source,
+    inferred_from: source === 'inferred' ? (effective.inferred?.setup.inferred_from ?? []) : [],
+    network: network ? 'egress proxy' : 'none',
+    failed: session?.setup.failed ?? null,
+    env_cache: session?.setup.envCache ?? null,
+  };
+}
+
+export function testsSection(effective: EffectiveConfig, session: SandboxSessionResult | null, runner: string | null): TestsSection | null {
+  const command = effective.config.test;
+  if (!command) return null;
+  const source = effective.sources.test;
+  const tests = session?.tests ?? null;
+  const v: RunComparison | null = tests?.verdicts ?? null;
+  return {
+    command,
+    source,
+    inferred_from: source === 'inferred' ? (effective.inferred?.test.inferred_from ?? []) : [],
+    runner,
+    before: tests?.before ?? null,
+    after: tests?.after ?? null,
+    fixed: v?.fixed ?? [],
+    broken: v?.broken ?? [],
+    still_failing: v?.still_failing ?? [],
+    counts: {
+      fixed: v?.counts.fixed ?? 0,
+      broken: v?.counts.broken ?? 0,
+      still_failing: v?.counts.still_failing ?? 0,
+      passed_both: v?.counts.passed_both ?? 0,
+      skipped: v?.counts.skipped ?? 0,
+      added: v?.counts.only_after ?? 0,
+      removed: v?.counts.only_before ?? 0,
+    },
+    per_test_fallback: v ? (v.fallback?.reason ?? null) : tests?.after ? 'the tests on the untouched code did not run' : null,
+  };
+}
+
+/** One line saying where setup and the tests came from, for the status comment and the pull request. */
+export function originLine(effective: EffectiveConfig): string | null {
+  const parts: string[] = [];
+  const from = (files: string[] | undefined) => (files && files.length > 0 ? files.map((f) => `\`${f}\``).join(', ') : 'the repository\'s files');
+  if (effective.sources.setup === 'inferred') parts.push(`setup inferred from ${from(effective.inferred?.setup.inferred_from)}`);
+  if (effective.sources.test === 'inferred') parts.push(`tests inferred from ${from(effective.inferred?.test.inferred_from)}`);
+  if (parts.length === 0) return null;
+  return `${capitalise(parts.join('; '))}; write \`.github/lilypad.yml\` to change it.`;
+}
+
+function capitalise(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}
