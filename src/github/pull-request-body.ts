@@ -10,7 +10,11 @@ export interface PullRequestBodyInput {
   dropped: Array<{ path: string; reason: string }>;
   /** Files in the sandbox's working tree that were not taken into the patch (build leftovers, setup output). */
   leftOut?: readonly LeftOutPath[];
-  tests: { before: TestOutcome | null; after: TestOutcome | null } | null;
+  tests: { before: TestOutcome | null; after: TestOutcome | null; perTest?: PerTestChanges | null | undefined } | null;
+  /** Where setup and tests came from when inferred ("Tests inferred from `pyproject.toml`; write ..."). */
+  origin?: string | null | undefined;
+  /** What setup did that a reviewer should know (an inferred command failed, a kept environment reused). */
+  setupNotes?: string[] | undefined;
   run: { model: string; steps: number; promptTokens: number; completionTokens: number; seconds: number; exitReason: string; image: string; runId: string; runUrl?: string | undefined };
   incomplete: boolean;
   warnings: string[];
@@ -20,7 +24,19 @@ export interface PullRequestBodyInput {
   attempts?: { rows: Array<{ attempt: number; exitReason: string; testsAfter: string; steps: number; tokens: number; changedFiles: number; chosen: boolean; note: string }>; summary: string };
 }
 
+/** What changed per test between the tests on the untouched code and on the change. */
+export interface PerTestChanges {
+  fixed: string[];
+  broken: string[];
+  stillFailing: number;
+  passing: number;
+  /** Why the runs could not be compared per test (the exit codes judge then). */
+  fallback: string | null;
+}
+
 const MAX_BODY = 60_000;
+/** Tests named in the body, per list; the rest are counted. */
+const MAX_NAMED = 30;
 
 export const MACHINE_WRITTEN_NOTICE =
   '**This change was written by a machine.** It may be incorrect or insecure even when the tests pass. ' +
@@ -46,13 +62,7 @@ export function renderPullRequestBody(input: PullRequestBodyInput): string {
     );
   }
 
-  if (input.tests) {
-    const rows = [renderTest('Before the change', input.tests.before), renderTest('After the change', input.tests.after)];
-    const command = input.tests.after?.command ?? input.tests.before?.command ?? '';
-    parts.push(`### Tests\n\nCommand: \`${command.replace(/`/g, "'")}\`\n\n${rows.join('\n\n')}`);
-  } else {
-    parts.push('### Tests\n\n_No test command is configured (`test` in `.github/lilypad.yml`), so nothing was run._');
-  }
+  parts.push(renderTests(input));
 
   const r = input.run;
   parts.push(
@@ -95,6 +105,29 @@ function renderLeftOut(leftOut: readonly LeftOutPath[]): string {
     `### Left out as by-products\n\n${lines.join('\n')}\n\n` +
     'These files appeared in the sandbox while the agent or the setup commands ran (caches, bytecode, installed packages, build output); they are not part of the change and were never in the patch.'
   );
+}
+
+function renderTests(input: PullRequestBodyInput): string {
+  const notes = [...(input.origin ? [`_${input.origin}_`] : []), ...(input.setupNotes ?? [])];
+  const head = notes.length > 0 ? `${notes.join('\n\n')}\n\n` : '';
+  if (!input.tests) {
+    return `### Tests\n\n${head}_No test command is configured (\`test\` in \`.github/lilypad.yml\`) and none could be inferred from the repository's files, so nothing was run._`;
+  }
+  const rows = [renderTest('Before the change', input.tests.before), renderTest('After the change', input.tests.after)];
+  const command = input.tests.after?.command ?? input.tests.before?.command ?? '';
+  const perTest = input.tests.perTest ? `${renderPerTest(input.tests.perTest)}\n\n` : '';
+  return `### Tests\n\n${head}Command: \`${command.replace(/`/g, "'")}\`\n\n${perTest}${rows.join('\n\n')}`;
+}
+
+function renderPerTest(p: PerTestChanges): string {
+  if (p.fallback) return `_Per test: ${p.fallback}._`;
+  const named = (ids: string[]) => `${ids.slice(0, MAX_NAMED).map((id) => `\`${id.replace(/`/g, "'")}\``).join(', ')}${ids.length > MAX_NAMED ? ` and ${ids.length - MAX_NAMED} more` : ''}`;
+  const lines = [
+    `- **Fixed** (failed before, pass after): ${p.fixed.length ? named(p.fixed) : 'none'}`,
+    `- **Broken** (passed before, fail after): ${p.broken.length ? named(p.broken) : 'none'}`,
+    `- Still failing: ${p.stillFailing}; passing before and after: ${p.passing}`,
+  ];
+  return lines.join('\n');
 }
 
 function renderTest(label: string, t: TestOutcome | null): string {

@@ -59,6 +59,9 @@ const testOutcomeSchema = z.object({
   durationMs: z.number(),
   counts: z.object({ passed: z.number().optional(), failed: z.number().optional(), skipped: z.number().optional(), errors: z.number().optional() }).nullable(),
   outputTail: z.string(),
+  perTest: z.union([z.object({ parsed: z.literal(true), format: z.string(), passed: z.number(), failed: z.number(), skipped: z.number(), error: z.number() }), z.object({ parsed: z.literal(false), reason: z.string() })]).optional(),
+  /** On the run after the change: what changed per test since the run before it (names capped). */
+  changes: z.object({ fixed: z.array(z.string()), broken: z.array(z.string()), stillFailing: z.number(), passing: z.number(), fallback: z.string().nullable() }).optional(),
 });
 type StoredTestOutcome = z.infer<typeof testOutcomeSchema>;
 

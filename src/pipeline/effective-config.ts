@@ -36,6 +36,9 @@ export interface RunPlan {
   envPath: string[];
   keyFiles: string[];
   testRunner: TestRunner | null;
+  /** Where each setting came from, and the line saying what was inferred (for the record and the people reading it). */
+  sources: Record<string, ValueSource>;
+  origin: string | null;
 }
 
 export function runPlanOf(effective: EffectiveConfig, repoKey: string): RunPlan {
@@ -48,7 +51,23 @@ export function runPlanOf(effective: EffectiveConfig, repoKey: string): RunPlan 
     envPath: setupInferred && inferred ? inferred.env_path : [],
     keyFiles: inferred ? [...inferred.setup.inferred_from] : [],
     testRunner: testInferred && inferred ? inferred.test.runner : effective.config.test ? classifyCommand(effective.config.test) : null,
+    sources: effective.sources,
+    origin: originLine(effective),
   };
+}
+
+/** One line saying where setup and the tests came from, for the status comment and the pull request. */
+export function originLine(effective: EffectiveConfig): string | null {
+  const parts: string[] = [];
+  const from = (files: string[] | undefined) => (files && files.length > 0 ? files.map((f) => `\`${f}\``).join(', ') : 'the repository\'s files');
+  if (effective.sources.setup === 'inferred') parts.push(`setup inferred from ${from(effective.inferred?.setup.inferred_from)}`);
+  if (effective.sources.test === 'inferred') parts.push(`tests inferred from ${from(effective.inferred?.test.inferred_from)}`);
+  if (parts.length === 0) return null;
+  return `${capitalise(parts.join('; '))}; write \`.github/lilypad.yml\` to change it.`;
+}
+
+function capitalise(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
 /** `.github/lilypad.yml` is not valid YAML, or not a valid configuration. */

@@ -1,4 +1,6 @@
-import type { EnvCacheReport } from '../sandbox/env-cache/index.ts';
+import type { PerTestChanges } from '../github/pull-request-body.ts';
+import { describeEnvCache, type EnvCacheReport } from '../sandbox/env-cache/index.ts';
+import type { SetupReport } from './environment.ts';
 import type { RunComparison } from '../test-results/index.ts';
 import type { TestOutcome } from '../test-results/test-outcome.ts';
 import type { EffectiveConfig, ValueSource } from './effective-config.ts';
@@ -81,16 +83,20 @@ export function testsSection(effective: EffectiveConfig, session: SandboxSession
   };
 }
 
-/** One line saying where setup and the tests came from, for the status comment and the pull request. */
-export function originLine(effective: EffectiveConfig): string | null {
-  const parts: string[] = [];
-  const from = (files: string[] | undefined) => (files && files.length > 0 ? files.map((f) => `\`${f}\``).join(', ') : 'the repository\'s files');
-  if (effective.sources.setup === 'inferred') parts.push(`setup inferred from ${from(effective.inferred?.setup.inferred_from)}`);
-  if (effective.sources.test === 'inferred') parts.push(`tests inferred from ${from(effective.inferred?.test.inferred_from)}`);
-  if (parts.length === 0) return null;
-  return `${capitalise(parts.join('; '))}; write \`.github/lilypad.yml\` to change it.`;
+/** The per-test changes as the pull request names them. */
+export function perTestChanges(v: RunComparison | null): PerTestChanges | null {
+  if (!v) return null;
+  return { fixed: v.fixed, broken: v.broken, stillFailing: v.counts.still_failing, passing: v.counts.passed_both, fallback: v.fallback?.reason ?? null };
 }
 
-function capitalise(s: string): string {
-  return s.charAt(0).toUpperCase() + s.slice(1);
+/** What setup did that a reviewer should know: an inferred command that failed, a kept environment. */
+export function setupNotes(setup: SetupReport): string[] {
+  const notes: string[] = [];
+  if (setup.failed) {
+    const ran = setup.commands.find((c) => c.command === setup.failed);
+    notes.push(`⚠️ The inferred setup command \`${setup.failed.replace(/`/g, "'")}\` failed${ran?.exitCode !== null && ran?.exitCode !== undefined ? ` (exit ${ran.exitCode})` : ''}; the run went on without the rest of setup.`);
+  }
+  if (setup.envCache.result === 'hit') notes.push(`Environment: ${describeEnvCache(setup.envCache)}.`);
+  return notes;
 }
+

@@ -98,10 +98,20 @@ export function renderTests(v: RunView): string {
     return (
       `<div class="test test-${esc(t.outcome)}"><h3>${label}: <span class="badge badge-${esc(t.outcome)}">${esc(t.outcome.replace('_', ' '))}</span></h3>` +
       `<p><code>${esc(t.command)}</code> · exit ${esc(t.exitCode ?? '—')} · ${esc(formatMs(t.durationMs))}${counts ? ` · ${esc(counts)}` : ''}</p>` +
+      renderChanges(t) +
       `<details><summary>Output (tail)</summary><pre class="text">${esc(t.outputTail)}</pre></details></div>`
     );
   };
   return `<h2>Tests</h2><div class="tests">${one('Before', v.tests.before)}${one('After', v.tests.after)}</div>`;
+}
+
+/** What changed per test, on the run after the change: fixed and broken by name, the rest counted. */
+function renderChanges(t: NonNullable<Tests>): string {
+  const c = t.changes;
+  if (!c) return t.perTest && !t.perTest.parsed ? `<p class="muted">Per test: ${esc(t.perTest.reason)}</p>` : '';
+  if (c.fallback) return `<p class="muted">Per test: ${esc(c.fallback)}</p>`;
+  const names = (ids: string[]) => (ids.length ? ids.map((id) => `<code>${esc(id)}</code>`).join(', ') : 'none');
+  return `<p class="per-test">Fixed: ${names(c.fixed)} · Broken: ${names(c.broken)} · still failing ${esc(c.stillFailing)} · passing ${esc(c.passing)}</p>`;
 }
 
 function renderWarnings(v: RunView): string {

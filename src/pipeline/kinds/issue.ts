@@ -4,7 +4,7 @@ import { renderRevisions, testWord, withRevisions, type Revision } from '../../g
 import { pinText, runJobId, type IssueRunJob } from '../../store/jobs.ts';
 import { runLinkFor } from '../../config/public-urls.ts';
 import { gitTreeReader } from '../../inference/index.ts';
-import { resolveConfig, runPlanOf, type EffectiveConfig } from '../effective-config.ts';
+import { originLine, resolveConfig, runPlanOf, type EffectiveConfig } from '../effective-config.ts';
 import { resetFollowupCount } from '../../store/followup-requests.ts';
 import type { JobContext } from '../job-context.ts';
 import type { RunOutcome } from '../outcome.ts';
@@ -15,6 +15,7 @@ import { recordIssueRevision } from '../phases/report.ts';
 import { recheckPinnedText, validateIssueJob } from '../phases/validate.ts';
 import { prepareWorkspace, type Workspace } from '../phases/workspace.ts';
 import { readPublished, type Published } from '../../store/published.ts';
+import { perTestChanges, setupNotes } from '../run-report.ts';
 import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug } from '../spine.ts';
 
 interface IssuePrepared extends PreparedRun {
@@ -79,7 +80,9 @@ async function openPullRequest(ctx: JobContext<IssueRunJob>, p: IssuePrepared, w
       ctx.log.warn({ err: (err as Error).message }, 'could not record the revision'),
     );
   }
-  return publishedOutcome(published);
+  // The status says what was inferred, as the pull request does.
+  const origin = originLine(p.effective);
+  return { ...publishedOutcome(published), note: [published.note, origin].filter(Boolean).join(' ') || undefined };
 }
 
 function pullRequestBody(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: FinishedWork, seconds: number, incomplete: boolean): string {
@@ -92,7 +95,9 @@ function pullRequestBody(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: F
     files: change.files,
     dropped: change.dropped,
     leftOut: run.session.patch?.leftOut ?? [],
-    tests: run.session.tests,
+    tests: run.session.tests ? { ...run.session.tests, perTest: perTestChanges(run.session.tests.verdicts) } : null,
+    origin: originLine(p.effective),
+    setupNotes: setupNotes(run.session.setup),
     run: {
       model: run.model,
       steps: agent.steps,
@@ -112,7 +117,7 @@ function pullRequestBody(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: F
 }
 
 /** What a publication was, as the run's outcome (also for a later copy of the job that finds it). */
-function publishedOutcome(p: Published): RunOutcome {
+function publishedOutcome(p: Published): Extract<RunOutcome, { result: 'pull_request' }> {
   return { result: 'pull_request', number: p.number, url: p.url, updated: p.updated, incomplete: p.incomplete, branch: p.branch, exitReason: p.exitReason, draft: p.draft, note: p.note };
 }
 

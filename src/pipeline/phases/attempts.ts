@@ -8,6 +8,7 @@ import type { RepoConfig } from '../../config/repo-config.ts';
 import { UserError } from '../failures.ts';
 import type { RunPlan } from '../effective-config.ts';
 import type { RunContext } from '../run-context.ts';
+import { perTestChanges, setupNotes } from '../run-report.ts';
 import { runSandboxSession, type SandboxSessionInput, type SandboxSessionResult } from '../sandbox-session.ts';
 import { bestOfK, type AttemptSummary } from '../best-of-k.ts';
 import type { Selection } from '../../evidence/select-attempt.ts';
@@ -82,7 +83,7 @@ export async function runAttempts(ctx: RunContext, input: AttemptsInput): Promis
       bashTimeoutCapSeconds: settings.limits.bashTimeoutCapSeconds,
     };
     ctx.recorder.task({ system: SYSTEM_PROMPT, user: buildUserMessage(task.title, task.body) });
-    ctx.recorder.config({ repoConfig: config, model, image, budgets, testTimeoutSeconds });
+    ctx.recorder.config({ repoConfig: config, sources: input.plan.sources, origin: input.plan.origin, model, image, budgets, testTimeoutSeconds });
     const k = Math.min(config.attempts, settings.limits.maxAttempts);
     let lastStatusAt = 0;
     // One attempt reports to the progress and the run record as it goes; with best of k, the first.
@@ -158,8 +159,11 @@ function allowedImage(ctx: RunContext, config: RepoConfig): string {
 }
 
 function recordTests(ctx: RunContext, session: SandboxSessionResult): void {
-  ctx.recorder.tests('before', session.tests?.before ?? null);
-  ctx.recorder.tests('after', session.tests?.after ?? null);
+  const tests = session.tests;
+  const changes = perTestChanges(tests?.verdicts ?? null);
+  ctx.recorder.tests('before', tests?.before ?? null);
+  ctx.recorder.tests('after', tests?.after ? { ...tests.after, ...(changes ? { changes: { ...changes, fixed: changes.fixed.slice(0, 200), broken: changes.broken.slice(0, 200) } } : {}) } : null);
+  for (const note of setupNotes(session.setup)) ctx.recorder.warning(note);
   for (const w of session.agent.warnings) ctx.recorder.warning(w);
 }
 
