@@ -11,6 +11,8 @@ export interface PullRequestBodyInput {
   /** Files in the sandbox's working tree that were not taken into the patch (build leftovers, setup output). */
   leftOut?: readonly LeftOutPath[];
   tests: { before: TestOutcome | null; after: TestOutcome | null; perTest?: PerTestChanges | null | undefined } | null;
+  /** What shows the change fixes the issue: computed by Lilypad from the tests, never by the model. */
+  evidence?: EvidenceSummary | null | undefined;
   /** Where setup and tests came from when inferred ("Tests inferred from `pyproject.toml`; write ..."). */
   origin?: string | null | undefined;
   /** What setup did that a reviewer should know (an inferred command failed, a kept environment reused). */
@@ -21,7 +23,18 @@ export interface PullRequestBodyInput {
   /** Lilypad's commits carry [skip ci] until a writer releases them. */
   ciHeld?: boolean;
   /** Best of k: every attempt, the chosen one marked, and the rule that chose it. */
-  attempts?: { rows: Array<{ attempt: number; exitReason: string; testsAfter: string; steps: number; tokens: number; changedFiles: number; chosen: boolean; note: string }>; summary: string };
+  attempts?: { rows: Array<{ attempt: number; exitReason: string; evidence?: string | null; testsAfter: string; steps: number; tokens: number; changedFiles: number; chosen: boolean; note: string }>; summary: string };
+}
+
+export interface EvidenceSummary {
+  verdict: 'verified' | 'unverified' | 'failing';
+  reproduction: string[];
+  fixed: string[];
+  broken: string[];
+  weakened: Array<{ file: string; test?: string | undefined; what: string }>;
+  notes: string[];
+  /** The change's own test files, and the command that ran just them on the base code and with the change. */
+  changeTests: { files: string[]; command: string } | null;
 }
 
 /** What changed per test between the tests on the untouched code and on the change. */
@@ -62,6 +75,7 @@ export function renderPullRequestBody(input: PullRequestBodyInput): string {
     );
   }
 
+  if (input.evidence) parts.push(renderEvidence(input.evidence));
   parts.push(renderTests(input));
 
   const r = input.run;
@@ -72,11 +86,11 @@ export function renderPullRequestBody(input: PullRequestBodyInput): string {
   );
   if (input.attempts) {
     const rows = input.attempts.rows.map(
-      (a) => `| ${a.attempt}${a.chosen ? ' ✔ chosen' : ''} | \`${a.exitReason}\` | ${a.testsAfter} | ${a.steps} | ${a.tokens} | ${a.changedFiles} | ${escapeMentions(a.note).replace(/\|/g, '\\|')} |`,
+      (a) => `| ${a.attempt}${a.chosen ? ' ✔ chosen' : ''} | \`${a.exitReason}\` | ${a.evidence ?? '—'} | ${a.testsAfter} | ${a.steps} | ${a.tokens} | ${a.changedFiles} | ${escapeMentions(a.note).replace(/\|/g, '\\|')} |`,
     );
     parts.push(
       `### Attempts\n\nLilypad ran ${input.attempts.rows.length} attempts in parallel and published one. ${escapeMentions(input.attempts.summary)} The other attempts' patches are kept with the run.\n\n` +
-        `| attempt | exit reason | tests after | steps | tokens | files changed | note |\n|---|---|---|---|---|---|---|\n${rows.join('\n')}`,
+        `| attempt | exit reason | evidence | tests after | steps | tokens | files changed | note |\n|---|---|---|---|---|---|---|---|\n${rows.join('\n')}`,
     );
   }
   if (input.ciHeld) {
@@ -105,6 +119,26 @@ function renderLeftOut(leftOut: readonly LeftOutPath[]): string {
     `### Left out as by-products\n\n${lines.join('\n')}\n\n` +
     'These files appeared in the sandbox while the agent or the setup commands ran (caches, bytecode, installed packages, build output); they are not part of the change and were never in the patch.'
   );
+}
+
+const VERDICT_TEXT: Record<EvidenceSummary['verdict'], string> = {
+  verified: '✅ **Verified**: a test fails without this change and passes with it, nothing else broke, and no test was weakened.',
+  unverified: '➖ **Unverified**: the tests pass, but no test shows that this change fixes the issue.',
+  failing: '❌ **Failing**: with this change, tests fail that did not before.',
+};
+
+/** The evidence, verdict first, tests by name: what a reviewer should weigh before reading the diff. */
+function renderEvidence(e: EvidenceSummary): string {
+  const code = (id: string) => `\`${id.replace(/`/g, "'")}\``;
+  const named = (ids: string[]) => `${ids.slice(0, MAX_NAMED).map(code).join(', ')}${ids.length > MAX_NAMED ? ` and ${ids.length - MAX_NAMED} more` : ''}`;
+  const lines = [VERDICT_TEXT[e.verdict], ''];
+  if (e.reproduction.length) lines.push(`- **Reproduction** (the change's tests fail on the base code, pass with the change): ${named(e.reproduction)}`);
+  if (e.fixed.length) lines.push(`- **Fixed** (failed before the change, pass after): ${named(e.fixed)}`);
+  if (e.broken.length) lines.push(`- **Broken** (passed before, fail with the change): ${named(e.broken)}`);
+  for (const w of e.weakened.slice(0, MAX_NAMED)) lines.push(`- **Weakened**: ${code(w.file)}${w.test ? ` ${code(w.test)}` : ''}: ${escapeMentions(w.what)}`);
+  if (e.changeTests) lines.push(`- The change's test files (${e.changeTests.files.map(code).join(', ')}) ran on the base code and with the change: ${code(e.changeTests.command)}`);
+  const notes = e.notes.map((n) => `- ${escapeMentions(n)}`);
+  return `### Evidence\n\n${lines.join('\n')}${notes.length ? `\n\n<details><summary>How it was judged</summary>\n\n${notes.join('\n')}\n\n</details>` : ''}`;
 }
 
 function renderTests(input: PullRequestBodyInput): string {

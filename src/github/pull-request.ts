@@ -9,6 +9,8 @@ export interface PullRequestSpec {
   body: string;
   draft: boolean;
   labels: string[];
+  /** Labels to take off the pull request if it has them (an evidence label an earlier revision earned). */
+  removeLabels?: string[] | undefined;
   reviewers: string[];
   /** A cancel aborts the request in flight; nothing after it is sent. */
   signal?: AbortSignal | undefined;
@@ -62,6 +64,13 @@ export async function upsertPullRequest(client: GitHubClient, spec: PullRequestS
     } catch (err) {
       warnings.push(`could not add the labels ${spec.labels.join(', ')} (HTTP ${statusOf(err) ?? '?'})`);
     }
+  }
+  for (const name of (spec.removeLabels ?? []).filter((l) => !spec.labels.includes(l))) {
+    await client
+      .request('DELETE /repos/{owner}/{repo}/issues/{issue_number}/labels/{name}', { owner, repo, issue_number: pr.number, name, request: abortable(spec) })
+      .catch((err: unknown) => {
+        if (statusOf(err) !== 404) warnings.push(`could not remove the label ${name} (HTTP ${statusOf(err) ?? '?'})`);
+      });
   }
   if (spec.reviewers.length > 0) {
     try {

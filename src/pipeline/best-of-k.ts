@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { JsonlTrajectory } from '../agent/trajectory.ts';
-import { selectAttempt, type Candidate, type Selection } from '../evidence/select-attempt.ts';
+import { rankAttempts, type RankCandidate, type Ranking } from '../evidence/rank.ts';
 import { testWord } from '../github/revisions.ts';
 import { CancelledError, reasonText } from '../shared/cancel.ts';
 import type { RunContext } from './run-context.ts';
@@ -12,6 +12,8 @@ export interface AttemptSummary {
   /** 1-based. */
   attempt: number;
   exitReason: string;
+  /** The attempt's evidence verdict (verified, unverified, failing), or null when none was gathered. */
+  evidence: string | null;
   testsAfter: string;
   steps: number;
   tokens: number;
@@ -24,15 +26,16 @@ type Session = (attempt: number, sink: JsonlTrajectory, signal: AbortSignal) => 
 
 export interface BestOfK {
   session: SandboxSessionResult;
-  attempts: { summaries: AttemptSummary[]; selection: Selection; patches: Array<Buffer | null> };
+  attempts: { summaries: AttemptSummary[]; ranking: Ranking; patches: Array<Buffer | null> };
 }
 
 /**
  * Best of k: k attempts from the same checkout, each in its own sandbox with its own sampling
- * seed, in parallel; the tests, then agreement among the attempts, then the smaller diff choose
- * (the rule in evidence/select-attempt.ts, which `lilypad eval` measures). Every attempt's patch is kept with
- * the run (attempt-N.diff in the run's folder), and every trajectory. A stale task or a cancel in
- * any attempt ends them all: no sibling's patch may be published on a text nobody approved.
+ * seed, in parallel; their evidence chooses (evidence/rank.ts: verified first, then nothing broken
+ * or weakened, then the tests passing, then agreement among the attempts, then the smaller diff).
+ * Every attempt's patch is kept with the run (attempt-N.diff in the run's folder), and every
+ * trajectory. A stale task or a cancel in any attempt ends them all: no sibling's patch may be
+ * published on a text nobody approved.
  */
 export async function bestOfK(ctx: RunContext, k: number, first: JsonlTrajectory, session: Session): Promise<BestOfK> {
   const sinks = [first, ...Array.from({ length: k - 1 }, (_, i) => new JsonlTrajectory(path.join(ctx.outDir, `trajectory-attempt-${i + 2}.jsonl`), ctx.scanner()))];
@@ -72,33 +75,35 @@ async function choose(ctx: RunContext, k: number, settled: Array<PromiseSettledR
   const done = settled.flatMap((r, i) => (r.status === 'fulfilled' ? [{ i, result: r.value }] : []));
   if (done.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
   const patches = settled.map((r) => (r.status === 'fulfilled' ? (r.value.patch?.diff ?? null) : null));
-  const candidates: Candidate[] = settled.map((r, i) => {
-    if (r.status === 'rejected') return { index: i, patch: null, testsPassed: null };
+  const candidates: RankCandidate[] = settled.map((r, i) => {
+    if (r.status === 'rejected') return { index: i, patch: null, testsPassed: null, evidence: null };
     const after = r.value.tests?.after;
-    return { index: i, patch: patches[i]?.toString('utf8') ?? null, testsPassed: after ? after.outcome === 'passed' : null };
+    return { index: i, patch: patches[i]?.toString('utf8') ?? null, testsPassed: after ? after.outcome === 'passed' : null, evidence: r.value.evidence?.evidence ?? null };
   });
-  const selection = selectAttempt(candidates);
-  const winner = selection.winner ?? done[0]!.i;
+  // Verified first, then nothing broken or weakened, then the tests, then agreement, then size.
+  const ranking = rankAttempts(candidates);
+  const winner = ranking.winner ?? done[0]!.i;
   for (const [i, p] of patches.entries()) if (p && p.length > 0) await writeFile(path.join(ctx.outDir, `attempt-${i + 1}.diff`), p);
-  const summaries = settled.map((r, i) => summarise(r, i, winner, selection));
-  ctx.recorder.warning(`best of ${k}: attempt ${winner + 1} chosen; ${selection.summary}`);
-  ctx.log.info({ winner: winner + 1, decidedBy: selection.decidedBy, k }, 'best of k');
-  return { session: (settled[winner] as PromiseFulfilledResult<SandboxSessionResult>).value, attempts: { summaries, selection, patches } };
+  const summaries = settled.map((r, i) => summarise(r, i, winner, ranking));
+  ctx.recorder.warning(`best of ${k}: attempt ${winner + 1} chosen; ${ranking.summary}`);
+  ctx.log.info({ winner: winner + 1, decidedBy: ranking.decidedBy, k }, 'best of k');
+  return { session: (settled[winner] as PromiseFulfilledResult<SandboxSessionResult>).value, attempts: { summaries, ranking, patches } };
 }
 
-function summarise(r: PromiseSettledResult<SandboxSessionResult>, i: number, winner: number, selection: Selection): AttemptSummary {
+function summarise(r: PromiseSettledResult<SandboxSessionResult>, i: number, winner: number, ranking: Ranking): AttemptSummary {
   if (r.status === 'rejected') {
-    return { attempt: i + 1, exitReason: 'error', testsAfter: 'not run', steps: 0, tokens: 0, changedFiles: 0, chosen: false, note: `failed: ${(r.reason as Error).message}`.slice(0, 200) };
+    return { attempt: i + 1, exitReason: 'error', evidence: null, testsAfter: 'not run', steps: 0, tokens: 0, changedFiles: 0, chosen: false, note: `failed: ${(r.reason as Error).message}`.slice(0, 200) };
   }
   const a = r.value.agent;
   return {
     attempt: i + 1,
     exitReason: a.exitReason,
+    evidence: r.value.evidence?.evidence.verdict ?? null,
     testsAfter: testWord(r.value.tests?.after),
     steps: a.steps,
     tokens: a.usage.prompt_tokens + a.usage.completion_tokens,
     changedFiles: (r.value.patch?.diff.toString('utf8').match(/^diff --git /gm) ?? []).length,
     chosen: i === winner,
-    note: selection.attempts.find((v) => v.index === i)?.note ?? '',
+    note: ranking.attempts.find((v) => v.index === i)?.note ?? '',
   };
 }

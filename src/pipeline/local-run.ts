@@ -20,7 +20,7 @@ import { phaseStepper, type RunContext, type RunRecord, type RunSettings } from 
 import { SetupError, type SetupNetworkProvider } from './sandbox-session.ts';
 import { SandboxSlots } from './sandbox-slots.ts';
 import { REAL_STAGES, runSpine, type SpineStages } from './spine.ts';
-import { setupSection, testsSection, type SetupSection, type TestsSection } from './run-report.ts';
+import { evidenceSection, setupSection, testsSection, type SetupSection, type TestsSection } from './run-report.ts';
 
 export interface LocalRunOptions {
   runId?: string;
@@ -76,6 +76,8 @@ export interface LocalRunResult {
   setup: SetupSection | null;
   /** The tests: where they came from, before and after, and what changed per test. */
   tests: TestsSection | null;
+  /** What shows the change fixes the issue: verdict, reproduction, fixed, broken and weakened tests (src/evidence/). */
+  evidence: Record<string, unknown> | null;
   /** Best of k (k > 1): every attempt, and why the chosen one won. */
   attempts: { rows: AttemptSummary[]; summary: string } | null;
   /**
@@ -206,7 +208,8 @@ function localResult(opts: LocalRunOptions, runId: string, outcome: RunOutcome, 
     config: facts.effective ? { file: facts.effective.file, sources: facts.effective.sources } : null,
     setup: facts.effective ? setupSection(facts.effective, session, !!opts.setupNetwork, facts.setup) : null,
     tests: facts.effective ? testsSection(facts.effective, session, facts.plan?.testRunner ?? null) : null,
-    attempts: attempts ? { rows: attempts.summaries, summary: attempts.selection.summary } : null,
+    evidence: evidenceSection(session),
+    attempts: attempts ? { rows: attempts.summaries, summary: attempts.ranking.summary } : null,
     patch: {
       files: facts.files,
       bytes: published.length,

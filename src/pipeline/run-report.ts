@@ -1,4 +1,4 @@
-import type { PerTestChanges } from '../github/pull-request-body.ts';
+import type { EvidenceSummary, PerTestChanges } from '../github/pull-request-body.ts';
 import { describeEnvCache, type EnvCacheReport } from '../sandbox/env-cache/index.ts';
 import type { SetupReport } from './environment.ts';
 import type { RunComparison } from '../test-results/index.ts';
@@ -81,6 +81,29 @@ export function testsSection(effective: EffectiveConfig, session: SandboxSession
     },
     per_test_fallback: v ? (v.fallback?.reason ?? null) : tests?.after ? 'the tests on the untouched code did not run' : null,
   };
+}
+
+/** The evidence as the pull request shows it (null: no tests ran after the change). */
+export function evidenceSummary(session: SandboxSessionResult): EvidenceSummary | null {
+  const e = session.evidence;
+  if (!e) return null;
+  const v = e.evidence;
+  return { verdict: v.verdict, reproduction: v.reproduction, fixed: v.fixed, broken: v.broken, weakened: v.weakened, notes: v.notes, changeTests: e.changeTests };
+}
+
+/** The pull request's evidence label: verified, or not (null: no evidence was gathered). */
+export function evidenceLabel(session: SandboxSessionResult): string | null {
+  const verdict = session.evidence?.evidence.verdict;
+  if (!verdict) return null;
+  return verdict === 'verified' ? 'lilypad:verified' : 'lilypad:unverified';
+}
+
+/** result.json's `evidence`. */
+export function evidenceSection(session: SandboxSessionResult | null): Record<string, unknown> | null {
+  const e = session?.evidence;
+  if (!e) return session?.evidenceError ? { verdict: null, error: session.evidenceError } : null;
+  const v = e.evidence;
+  return { verdict: v.verdict, reproduction: v.reproduction, fixed: v.fixed, broken: v.broken, weakened: v.weakened, still_failing: v.still_failing, notes: v.notes, change_tests: e.changeTests };
 }
 
 /** The per-test changes as the pull request names them. */

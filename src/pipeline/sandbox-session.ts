@@ -10,6 +10,7 @@ import type { TestOutcome } from '../test-results/test-outcome.ts';
 import { extractPatch, type ExtractedPatch, type SetupState } from '../workspace/patch.ts';
 import { moveToHead } from '../workspace/setup-base.ts';
 import { checkoutInKept, prepareEnvironment, type Environment, type LiveSandbox, type SetupReport } from './environment.ts';
+import { gatherEvidence, type EvidenceRuns } from './evidence-runs.ts';
 import { runTests, snapshotWorktree, type TestRun } from './test-command.ts';
 
 export { SetupError } from './environment.ts';
@@ -78,6 +79,9 @@ export interface SandboxSessionResult {
   setup: SetupReport;
   /** `verdicts`: each test's change from before to after (null until both ran). */
   tests: { before: TestOutcome | null; after: TestOutcome | null; verdicts: RunComparison | null } | null;
+  /** What shows the change fixes the issue (null: no tests ran after it, or gathering it failed: see `evidenceError`). */
+  evidence: EvidenceRuns | null;
+  evidenceError?: string | undefined;
 }
 
 /**
@@ -127,7 +131,7 @@ async function runPhases(input: SandboxSessionInput, env: Environment): Promise<
     });
     const before = baseline ? await baseline.result() : inPlace;
     const tests: SandboxSessionResult['tests'] = input.testCommand ? { before: before?.outcome ?? null, after: null, verdicts: null } : null;
-    if (agent.exitReason === 'cancelled') return { agent, patch: null, setup: env.setup, tests };
+    if (agent.exitReason === 'cancelled') return { agent, patch: null, setup: env.setup, tests, evidence: null };
     // After a tool_error the sandbox may be gone: keep the agent's result and report no patch.
     const patch = await phase('patch', () => takePatch(sandbox, input.baseCommit, env.setupState)).catch((err: unknown) => {
       if (agent.exitReason === 'tool_error') return null;
@@ -139,8 +143,17 @@ async function runPhases(input: SandboxSessionInput, env: Environment): Promise<
       const after = await phase('tests_after', () => runTests(sandbox, input.testCommand!, input.testRunner ?? null, input.testTimeoutSeconds));
       tests.after = after.outcome;
       tests.verdicts = before ? compareRuns(before.parsed, after.parsed) : null;
+      check();
+      const gathered = await gatherEvidence(input, env, patch, before, after).then(
+        (evidence) => ({ evidence }),
+        (err: unknown) => {
+          if (err instanceof CancelledError || signal?.aborted) throw err;
+          return { evidence: null, evidenceError: (err as Error).message };
+        },
+      );
+      return { agent, patch, setup: env.setup, tests, ...gathered };
     }
-    return { agent, patch, setup: env.setup, tests };
+    return { agent, patch, setup: env.setup, tests, evidence: null };
   } finally {
     await baseline?.stop();
   }

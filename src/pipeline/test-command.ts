@@ -14,6 +14,8 @@ let runCounter = 0;
 export interface TestRun {
   outcome: TestOutcome;
   parsed: ParsedRun;
+  /** The end of the output the parsers read (why a test failed is in it). */
+  output: string;
 }
 
 /**
@@ -25,7 +27,7 @@ export async function runTests(sandbox: Sandbox, command: string, runner: TestRu
   const full = await runTestCommand(sandbox, parseableCommand(runner, command), timeoutSeconds, { keepBytes: PARSE_BYTES });
   const parsed = full.outcome === 'error' ? ({ parsed: false, reason: 'the test command could not run' } as const) : parseTestRun(runner, full.outputTail);
   const outcome: TestOutcome = { ...full, command, outputTail: full.outputTail.slice(-TAIL_BYTES), perTest: summarise(parsed) };
-  return { outcome, parsed };
+  return { outcome, parsed, output: full.outputTail };
 }
 
 function summarise(run: ParsedRun): PerTestSummary {

@@ -36,7 +36,7 @@ function agent(over: Partial<AgentRunResult> = {}): AgentRunResult {
 
 function sandboxRun(diff: string, over: Partial<AgentRunResult> = {}): SandboxRun {
   return {
-    session: { agent: agent(over), patch: { diff: Buffer.from(diff), files: [], leftOut: [] } as never, setup: { commands: [], failed: null, envCache: { result: 'off' } }, tests: null },
+    session: { agent: agent(over), patch: { diff: Buffer.from(diff), files: [], leftOut: [] } as never, setup: { commands: [], failed: null, envCache: { result: 'off' } }, tests: null, evidence: null },
     model: 'm',
     image: 'img',
     startedAt: Date.now(),

@@ -15,7 +15,7 @@ import { recordIssueRevision } from '../phases/report.ts';
 import { recheckPinnedText, validateIssueJob } from '../phases/validate.ts';
 import { prepareWorkspace, type Workspace } from '../phases/workspace.ts';
 import { readPublished, type Published } from '../../store/published.ts';
-import { perTestChanges, setupNotes } from '../run-report.ts';
+import { evidenceLabel, evidenceSummary, perTestChanges, setupNotes } from '../run-report.ts';
 import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug } from '../spine.ts';
 
 interface IssuePrepared extends PreparedRun {
@@ -72,7 +72,7 @@ async function openPullRequest(ctx: JobContext<IssueRunJob>, p: IssuePrepared, w
   const body = withRevisions(pullRequestBody(ctx, p, work, revision.seconds, incomplete), renderRevisions([revision], (sha) => `${p.ws.htmlUrl}/commit/${sha}`));
   const title = `${incomplete ? '[incomplete] ' : ''}Lilypad: ${p.issueTitle}`.slice(0, 250);
   refuseSecrets(ctx.scanner(), Buffer.alloc(0), [body, title]);
-  const { published, fresh } = await publishPullRequest(ctx, p.config, work.change, { title, body, baseBranch: p.ws.defaultBranch, cloneUrl: p.ws.cloneUrl, incomplete, exitReason: agent.exitReason });
+  const { published, fresh } = await publishPullRequest(ctx, p.config, work.change, { title, body, baseBranch: p.ws.defaultBranch, cloneUrl: p.ws.cloneUrl, incomplete, exitReason: agent.exitReason, evidenceLabel: evidenceLabel(work.run.session) });
   if (fresh) {
     await resetFollowupCount(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, published.number);
     const pinned = job.pinned ?? pinText(p.issueTitle, p.pinnedBody);
@@ -96,6 +96,7 @@ function pullRequestBody(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: F
     dropped: change.dropped,
     leftOut: run.session.patch?.leftOut ?? [],
     tests: run.session.tests ? { ...run.session.tests, perTest: perTestChanges(run.session.tests.verdicts) } : null,
+    evidence: evidenceSummary(run.session),
     origin: originLine(p.effective),
     setupNotes: setupNotes(run.session.setup),
     run: {
@@ -112,7 +113,7 @@ function pullRequestBody(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: F
     incomplete,
     warnings: [...agent.warnings],
     ciHeld: p.config.ci === 'hold',
-    ...(run.attempts ? { attempts: { rows: run.attempts.summaries, summary: run.attempts.selection.summary } } : {}),
+    ...(run.attempts ? { attempts: { rows: run.attempts.summaries, summary: run.attempts.ranking.summary } } : {}),
   });
 }
 

@@ -11,7 +11,7 @@ import type { RunContext } from '../run-context.ts';
 import { perTestChanges, setupNotes } from '../run-report.ts';
 import { runSandboxSession, type SandboxSessionInput, type SandboxSessionResult } from '../sandbox-session.ts';
 import { bestOfK, type AttemptSummary } from '../best-of-k.ts';
-import type { Selection } from '../../evidence/select-attempt.ts';
+import type { Ranking } from '../../evidence/rank.ts';
 import type { TestOutcome } from '../../test-results/test-outcome.ts';
 
 /** Time kept back from the agent for the tests on the change and publishing. */
@@ -38,7 +38,7 @@ export interface SandboxRun {
   image: string;
   startedAt: number;
   /** Best of k (k > 1): every attempt, and why the chosen one was chosen. */
-  attempts?: { summaries: AttemptSummary[]; selection: Selection; patches: Array<Buffer | null> };
+  attempts?: { summaries: AttemptSummary[]; ranking: Ranking; patches: Array<Buffer | null> };
 }
 
 export interface AttemptsInput {

@@ -16,6 +16,8 @@ import { keys } from '../../store/keys.ts';
  */
 export interface PullRequestDraft {
   title: string;
+  /** `lilypad:verified` or `lilypad:unverified`, by the change's evidence; null: no tests ran. */
+  evidenceLabel: string | null;
   body: string;
   baseBranch: string;
   cloneUrl: string;
@@ -58,7 +60,8 @@ export async function publishPullRequest(ctx: JobContext, config: RepoConfig, ch
         title: pr.title,
         body: pr.body,
         draft: config.draft,
-        labels: config.labels,
+        labels: [...config.labels, ...(pr.evidenceLabel ? [pr.evidenceLabel] : [])],
+        removeLabels: EVIDENCE_LABELS,
         reviewers: config.reviewers ?? [job.triggeredBy],
         signal: ctx.signal,
       }),
@@ -80,6 +83,9 @@ export async function publishPullRequest(ctx: JobContext, config: RepoConfig, ch
     return { published, fresh: true };
   });
 }
+
+/** The labels a pull request gets by its evidence: verified, or not (unverified or failing). */
+export const EVIDENCE_LABELS = ['lilypad:verified', 'lilypad:unverified'];
 
 /** The pull request's head moved while a follow-up ran: its commit would not sit on top. */
 export class HeadMovedError extends Error {
