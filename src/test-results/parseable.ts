@@ -27,6 +27,8 @@ export function parseableCommand(runner: TestRunner | null, command: string): st
         ...(has('--continue-on-collection-errors') ? [] : ['--continue-on-collection-errors']),
       ]);
     case 'unittest': {
+      // unittest takes the last of -q and -v: a quiet run names no test, so -q gives way to -v.
+      if (!SHELL_CONTROL.test(command) && /(^|\s)(-q|--quiet)(?=\s|$)/.test(command)) command = command.replace(/(^|\s)(-q|--quiet)(?=\s|$)/g, '$1-v');
       if (/(^|\s)(-v|--verbose)(\s|$)/.test(command)) return command;
       // `-v` must come after `discover`: unittest reads its first argument as the subcommand.
       if (/\bunittest\s+discover\b/.test(command)) return insertAfter(command, /\bunittest\s+discover(?=\s|$)/, () => ['-v']);

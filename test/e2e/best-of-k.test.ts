@@ -47,8 +47,8 @@ test('attempts: 3 under LILYPAD_MAX_ATTEMPTS=2: two attempts with seeds 1 and 2 
   assert.equal(app.gh.readFile(OWNER, 'calc', pr.head.ref, 'calc.py'), 'def add(a, b):\n    return a + b\n', 'the attempt whose tests passed is published');
   const body = pr.body ?? '';
   assert.match(body, /### Attempts/);
-  assert.match(body, /\| 2 ✔ chosen \| `agent` \| ✅ passed \|/);
-  assert.match(body, /\| 1 \| `agent` \| ❌ failed \|/);
+  assert.match(body, /\| 2 ✔ chosen \| `agent` \| verified \| ✅ passed \|/);
+  assert.match(body, /\| 1 \| `agent` \| [a-z]+ \| ❌ failed \|/);
   // Both attempts' patches are kept with the run.
   const { readdirSync } = await import('node:fs');
   const path = await import('node:path');

@@ -119,7 +119,10 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     assert.match(pr.body ?? '', /\*\*After the change:\*\* ✅ passed/);
     assert.match(pr.body ?? '', /written by a machine/);
     assert.match(pr.body ?? '', /Closes #\d+$/);
-    assert.deepEqual(pr.labels.map((l) => l.name).sort(), ['lilypad', 'needs-human-review']);
+    // The existing test of add() failed before and passes after: Lilypad's evidence verifies the change.
+    assert.match(pr.body ?? '', /### Evidence\n\n✅ \*\*Verified\*\*/);
+    assert.match(pr.body ?? '', /\*\*Fixed\*\* \(failed before the change, pass after\): `[^`]*test_add[^`]*`/);
+    assert.deepEqual(pr.labels.map((l) => l.name).sort(), ['lilypad', 'lilypad:verified', 'needs-human-review']);
     assert.deepEqual(pr.requested_reviewers.map((u) => u.login), ['alice']);
     assert.equal(app.gh.readFile(OWNER, 'calc', `lilypad/issue-${n}`, 'calc.py'), 'def add(a, b):\n    return a + b\n');
     assert.equal(app.gh.readFile(OWNER, 'calc', 'main', 'calc.py'), CALC_REPO['calc.py']);

@@ -161,6 +161,7 @@ describe('parseableCommand', () => {
     assert.equal(parseableCommand('pytest', `pytest ${pytestFlags}`), `pytest ${pytestFlags}`);
     assert.equal(parseableCommand('unittest', 'python -m unittest discover -s tests'), 'python -m unittest discover -v -s tests');
     assert.equal(parseableCommand('unittest', 'python -m unittest'), 'python -m unittest -v');
+    assert.equal(parseableCommand('unittest', 'python3 -m unittest -q'), 'python3 -m unittest -v', 'a quiet run names no test: -q gives way to -v');
     assert.equal(parseableCommand('unittest', 'python manage.py test'), 'python manage.py test -v 2');
     assert.equal(parseableCommand('go', 'go test -race ./...'), 'go test -json -race ./...');
     assert.equal(parseableCommand('node-test', 'node --test test/'), 'node --test --test-reporter=tap test/');
