@@ -40,6 +40,8 @@ export const envSchema = z.object({
   LILYPAD_SETUP_EGRESS_PRIVATE: z.string().default(''),
   LILYPAD_EGRESS_IMAGE: z.string().min(1).default('lilypad-egress:latest'),
   LILYPAD_SETUP_TIMEOUT_SECONDS: positiveInt(1800),
+  // A PEM file of extra CA certificates setup's tools trust (src/sandbox/extra-ca.ts reads and checks it).
+  LILYPAD_EXTRA_CA_CERTS: optionalText,
   DOCKER_HOST: optionalText,
   LILYPAD_DATA_DIR: optionalText.transform((v) => v ?? path.join(os.homedir(), '.lilypad')),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
