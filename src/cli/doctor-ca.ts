@@ -15,7 +15,7 @@ const SHOWN_SUBJECTS = 4;
  * what this machine trusts of its own (local CA folders, NODE_EXTRA_CA_CERTS and, with the
  * sandbox image's store in hand, the system store) with what the sandbox and the setting give.
  */
-export function extraCaCheck(env: Env, inputs: HostCaInputs & { cwd?: string }): CheckResult {
+export function extraCaCheck(env: Env, inputs: HostCaInputs & { cwd?: string; now?: Date }): CheckResult {
   let extra: ExtraCa | null;
   try {
     extra = prepareExtraCa(env, inputs.cwd);
@@ -38,7 +38,10 @@ export function extraCaCheck(env: Env, inputs: HostCaInputs & { cwd?: string }):
         fix: `add them to ${extra.path}, or set ${suggestion(sources, needed)}`,
       };
     }
-    return { name: NAME, status: 'OK', detail: `setup trusts ${extra.certificates.length} certificate(s) from ${extra.path}: ${describe(extra.certificates)}${expired(extra.certificates)}` };
+    // Of a whole store, only what the image lacks is news; expired public roots are normal in one.
+    const own = inputs.imageStore ? certificatesMissingFrom(extra.certificates, inputs.imageStore) : extra.certificates;
+    const beyond = inputs.imageStore ? `, beyond the sandbox image's own: ${own.length > 0 ? describe(own) : 'none'}` : `: ${describe(own)}`;
+    return { name: NAME, status: 'OK', detail: `setup trusts ${extra.certificates.length} certificate(s) from ${extra.path}${beyond}${expired(own, inputs.now)}` };
   }
   if (needed.length > 0) {
     return {

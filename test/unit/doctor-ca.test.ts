@@ -16,6 +16,7 @@ let systemStore: string;
 let publicCa: TestCa;
 let inspecting: TestCa;
 let registry: TestCa;
+let expiredCa: TestCa;
 let imageStore: PemCertificate[];
 
 const put = (rel: string, text: string) => {
@@ -31,6 +32,7 @@ before(() => {
   publicCa = makeTestCa('Public Root');
   inspecting = makeTestCa('Corp TLS Inspection');
   registry = makeTestCa('Corp Registry');
+  expiredCa = makeTestCa('Old Corp CA', { days: 1 });
   anchors = path.join(root, 'anchors');
   emptyAnchors = path.join(root, 'no-anchors');
   mkdirSync(emptyAnchors);
@@ -77,7 +79,15 @@ describe('doctor: would setup fail for want of LILYPAD_EXTRA_CA_CERTS?', () => {
     const extra = put('extra.pem', `${inspecting.cert}${registry.cert}`);
     const r = extraCaCheck(env({ LILYPAD_EXTRA_CA_CERTS: extra }), { env: { NODE_EXTRA_CA_CERTS: systemStore }, anchorDirs: [emptyAnchors], systemStore, imageStore });
     assert.equal(r.status, 'OK');
-    assert.match(r.detail, new RegExp(`setup trusts 2 certificate\\(s\\) from ${extra}`));
+    assert.match(r.detail, new RegExp(`setup trusts 2 certificate\\(s\\) from ${extra}, beyond the sandbox image's own: 2 CAs "O=Lilypad Tests, CN=Corp TLS Inspection"`));
+  });
+
+  test('an expired CA of its own is pointed out', () => {
+    const extra = put('old.pem', expiredCa.cert);
+    const inTwoDays = new Date(Date.now() + 2 * 86_400_000);
+    const r = extraCaCheck(env({ LILYPAD_EXTRA_CA_CERTS: extra }), { env: {}, anchorDirs: [emptyAnchors], systemStore, imageStore: scanPem(`${publicCa.cert}${inspecting.cert}${registry.cert}`).certificates, now: inTwoDays });
+    assert.equal(r.status, 'OK');
+    assert.match(r.detail, /expired: "O=Lilypad Tests, CN=Old Corp CA"/);
   });
 
   test('the setting lacking one of them: a warning naming the one missing', () => {
