@@ -43,7 +43,7 @@ RUN set -eux; \
         case "$toolchain" in \
             rust) optional="$optional rustc-web cargo-web" ;; \
             go) optional="$optional golang-go" ;; \
-            java) optional="$optional default-jdk-headless maven libsurefire-java junit4 junit5" ;; \
+            java) optional="$optional default-jdk-headless maven libmaven-resources-plugin-java libmaven-compiler-plugin-java libmaven-install-plugin-java libsurefire-java junit4 junit5" ;; \
             none) ;; \
             *) echo "unknown toolchain '$toolchain' in TOOLCHAINS: use rust, go, java or none" >&2; exit 1 ;; \
         esac; \
