@@ -17,6 +17,9 @@
 #   LILYPAD_EGRESS_IMAGE   egress proxy tag to build (default lilypad-egress:latest)
 #   LILYPAD_REDIS_IMAGE    private Redis tag to build (default lilypad-redis:latest)
 #   LILYPAD_BASE_IMAGE     Debian 12 base of them all (default debian:bookworm-slim)
+#   LILYPAD_SANDBOX_TOOLCHAINS  optional toolchains in the sandbox, space-separated:
+#                          rust, go, java, or none (default "rust go java": about 2 GB;
+#                          none: about 0.7 GB, Python and Node only; docs/sandbox-image.md)
 #
 # The images are built FROM $LILYPAD_BASE_IMAGE. When that base image
 # is not present locally it is pulled; when pulling fails (a machine with no
@@ -29,6 +32,7 @@ readonly BASE_IMAGE="${LILYPAD_BASE_IMAGE:-debian:bookworm-slim}"
 readonly SANDBOX_IMAGE="${LILYPAD_SANDBOX_IMAGE:-lilypad-sandbox:latest}"
 readonly EGRESS_IMAGE="${LILYPAD_EGRESS_IMAGE:-lilypad-egress:latest}"
 readonly REDIS_IMAGE="${LILYPAD_REDIS_IMAGE:-lilypad-redis:latest}"
+readonly SANDBOX_TOOLCHAINS="${LILYPAD_SANDBOX_TOOLCHAINS:-rust go java}"
 readonly NODE_BASE_IMAGE="lilypad-node:20"
 readonly PROJECT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly PULL_TIMEOUT_S=300
@@ -55,7 +59,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # Runs a command with its output kept in $LOGFILE (or streamed with
@@ -82,6 +86,22 @@ run_logged() {
 
 image_exists() {
   docker image inspect "$1" >/dev/null 2>&1
+}
+
+# The toolchains label of an image (docker/sandbox.Dockerfile sets it), or "none recorded".
+sandbox_toolchains() {
+  local label
+  label="$(docker image inspect --format '{{index .Config.Labels "dev.lilypad.toolchains"}}' "$1" 2>/dev/null || true)"
+  echo "${label:-none recorded}"
+}
+
+# True for an image this script built from an older sandbox.Dockerfile (no toolchains label) or
+# with other toolchains than asked for. An image someone else made under the tag is left alone.
+sandbox_outdated() {
+  local title
+  title="$(docker image inspect --format '{{index .Config.Labels "org.opencontainers.image.title"}}' "$1" 2>/dev/null || true)"
+  [[ $title == lilypad-sandbox ]] || return 1
+  [[ $(sandbox_toolchains "$1") != "$SANDBOX_TOOLCHAINS" ]]
 }
 
 image_size_mb() {
@@ -196,13 +216,21 @@ ensure_base_image() {
 build_sandbox_image() {
   # The Dockerfile copies nothing in, so the context is the small docker/
   # folder rather than the whole tree (node_modules included).
+  local toolchain
+  for toolchain in $SANDBOX_TOOLCHAINS; do
+    case $toolchain in
+      rust | go | java | none) ;;
+      *) die "LILYPAD_SANDBOX_TOOLCHAINS has '$toolchain'; use rust, go, java (space-separated) or none" ;;
+    esac
+  done
   run_logged docker build \
     --file docker/sandbox.Dockerfile \
     --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+    --build-arg "TOOLCHAINS=$SANDBOX_TOOLCHAINS" \
     --tag "$SANDBOX_IMAGE" \
     docker \
     || die "docker build of $SANDBOX_IMAGE failed"
-  phase_done "sandbox: built $SANDBOX_IMAGE ($(image_size_mb "$SANDBOX_IMAGE"))"
+  phase_done "sandbox: built $SANDBOX_IMAGE with toolchains: $SANDBOX_TOOLCHAINS ($(image_size_mb "$SANDBOX_IMAGE"))"
 }
 
 build_egress_image() {
@@ -299,8 +327,12 @@ main() {
 
   local want_sandbox=1 want_egress=1 want_redis=1 want_node=$NODE_BASE
   if ((IF_MISSING)) && image_exists "$SANDBOX_IMAGE"; then
-    want_sandbox=0
-    phase_done "sandbox: $SANDBOX_IMAGE already present, not rebuilt (--if-missing)"
+    if sandbox_outdated "$SANDBOX_IMAGE"; then
+      phase_done "sandbox: $SANDBOX_IMAGE was built by an older sandbox.Dockerfile or with other toolchains ($(sandbox_toolchains "$SANDBOX_IMAGE")); rebuilding"
+    else
+      want_sandbox=0
+      phase_done "sandbox: $SANDBOX_IMAGE already present, not rebuilt (--if-missing)"
+    fi
   fi
   if ((IF_MISSING)) && image_exists "$EGRESS_IMAGE"; then
     want_egress=0

@@ -9,6 +9,7 @@ import { ModelClient } from '../agent/model-client.ts';
 import { interpretResponse } from '../agent/response.ts';
 import { LEAF_TOOLS } from '../agent/tools.ts';
 import { Sandbox, createDockerClient } from '../sandbox/sandbox.ts';
+import { extraCaCheck, readImageCaStore } from './doctor-ca.ts';
 
 export type CheckStatus = 'OK' | 'WARN' | 'FAIL';
 export interface CheckResult {
@@ -24,8 +25,9 @@ const fail = (name: string, detail: string, fix: string): CheckResult => ({ name
 
 const HELP = `Usage: lilypad doctor [--base-url <url>] [--model <name>] [--json]
 
-Checks the Docker engine, the sandbox image, Redis (REDIS_URL, or the private Redis that
-\`lilypad start\` would run without it) and the model endpoint.
+Checks the Docker engine, the sandbox image, whether setup needs LILYPAD_EXTRA_CA_CERTS (this
+machine trusts a CA of its own that the sandbox does not), Redis (REDIS_URL, or the private Redis
+that \`lilypad start\` would run without it) and the model endpoint.
 
 Options:
   --base-url <url>  OpenAI-compatible endpoint to check (default: OPENAI_BASE_URL)
@@ -63,7 +65,12 @@ export async function doctorCommand(argv: string[]): Promise<number> {
       if (r.fix) process.stdout.write(`     fix: ${r.fix}\n`);
     }
   };
-  for (const check of await dockerChecks(env)) report(check);
+  const docker = await dockerChecks(env);
+  for (const check of docker) report(check);
+  // The sandbox image's own store tells a public CA from one of this organisation's.
+  const imageStarts = docker.some((c) => c.name === 'sandbox image' && c.status !== 'FAIL');
+  const imageStore = imageStarts ? await readImageCaStore(createDockerClient(), env) : undefined;
+  report(extraCaCheck(env, { env: process.env, imageStore }));
   report(env.REDIS_URL ? await redisCheck(env.REDIS_URL) : await privateRedisCheck(env));
   for (const check of await modelChecks(env)) report(check);
   if (values.json) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);

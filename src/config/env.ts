@@ -42,6 +42,8 @@ export const envSchema = z.object({
   LILYPAD_SETUP_TIMEOUT_SECONDS: positiveInt(1800),
   // Kept environments (images committed after setup), least recently used removed past this; 0 turns keeping off.
   LILYPAD_ENV_CACHE_GB: z.coerce.number().min(0, 'must be 0 (off) or more').default(20),
+  // A PEM file of extra CA certificates setup's tools trust (src/sandbox/extra-ca.ts reads and checks it).
+  LILYPAD_EXTRA_CA_CERTS: optionalText,
   DOCKER_HOST: optionalText,
   LILYPAD_DATA_DIR: optionalText.transform((v) => v ?? path.join(os.homedir(), '.lilypad')),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
