@@ -2,6 +2,7 @@ import path from 'node:path';
 import { parseCommandArgs, positiveInt } from './args.ts';
 import { runSettingsFromEnv } from '../pipeline/run-context.ts';
 import { EnvCache } from '../sandbox/env-cache/index.ts';
+import { prepareExtraCa } from '../sandbox/extra-ca.ts';
 import { UsageError } from '../shared/usage-error.ts';
 import { loadEnv } from '../config/env.ts';
 import { dockerForSandboxes } from '../sandbox/runtime.ts';
@@ -166,6 +167,7 @@ async function evalRun(argv: string[]): Promise<number> {
       gh: { host: env.GHE_HOST, protocol: env.GHE_PROTOCOL },
       appAuth: AppRepoAuth.fromEnv(env),
       docker,
+      extraCaPem: prepareExtraCa(env)?.pem ?? null,
       envCache: new EnvCache({ docker, owner: 'local', dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3 }),
       env: process.env,
       signal: controller.signal,

@@ -5,6 +5,7 @@ import { createLogger } from '../observability/logger.ts';
 import { newRunId, runLocal, type LocalRunResult } from '../pipeline/local-run.ts';
 import { runSettingsFromEnv } from '../pipeline/run-context.ts';
 import { describeEnvCache, EnvCache } from '../sandbox/env-cache/index.ts';
+import { prepareExtraCa } from '../sandbox/extra-ca.ts';
 import { dockerForSandboxes } from '../sandbox/runtime.ts';
 import { LABEL_RUN } from '../sandbox/sandbox.ts';
 import { parseCommandArgs, positiveInt } from './args.ts';
@@ -127,6 +128,7 @@ export async function runCommand(argv: string[]): Promise<number> {
         limits: { ...settings.limits, statusIntervalMs: 0, ...(maxSteps ? { maxSteps } : {}), ...(maxTime ? { maxWallSeconds: maxTime } : {}), ...(attempts ? { maxAttempts: attempts } : {}) },
       },
       setupNetwork: proxy,
+      extraCaPem: prepareExtraCa(env)?.pem ?? null,
       envCache: new EnvCache({ docker, owner: 'local', dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3 }),
       outDir,
       signal: controller.signal,

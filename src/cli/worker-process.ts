@@ -20,6 +20,7 @@ import { CancelBus, type CancelRequest } from '../store/cancel-bus.ts';
 import { startHeartbeat } from '../store/heartbeats.ts';
 import { installationId } from '../store/installation-id.ts';
 import { EnvCache } from '../sandbox/env-cache/index.ts';
+import { prepareExtraCa } from '../sandbox/extra-ca.ts';
 import { EVENTS_QUEUE, RUNS_QUEUE, type EventJob, type RunJob } from '../store/jobs.ts';
 import { createRedis } from '../store/redis.ts';
 import { bullRunQueue } from '../store/run-queue.ts';
@@ -60,6 +61,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const workerId = opts.workerId ?? env.LILYPAD_WORKER_ID ?? os.hostname();
   const instance = `${workerId}-${process.pid}-${Date.now().toString(36)}`;
   const prefix = env.LILYPAD_QUEUE_PREFIX;
+  // A CA bundle that is missing or not PEM stops the worker now, naming the setting, not setup later.
+  const extraCa = prepareExtraCa(env);
   const redis = createRedis(opts.redisUrl);
   const status = new StatusComments(redis, prefix, new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, opts.github.opts.privateKey]), () => opts.github.botLogin());
   const cancelBus = new CancelBus(redis, prefix, logger);
@@ -93,6 +96,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       setupNetwork,
       sandboxSlots: new SandboxSlots(env.LILYPAD_WORKER_CONCURRENCY),
       // Kept environments are this installation's: never looked up, kept or evicted for another.
+      extraCaPem: extraCa?.pem ?? null,
       envCache: new EnvCache({ docker: opts.docker, owner: installation, dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3, logger }),
       status,
       cancelBus,

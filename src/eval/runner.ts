@@ -53,6 +53,8 @@ export interface EvalRunOptions {
   docker: Docker;
   /** Environments kept after setup, shared by the attempts on one repository (null or absent: off). */
   envCache?: EnvCache | null;
+  /** LILYPAD_EXTRA_CA_CERTS as read at start. */
+  extraCaPem?: string | null;
   env: NodeJS.ProcessEnv;
   signal: AbortSignal;
   stderr: NodeJS.WriteStream | { isTTY?: boolean; write(s: string): boolean };
@@ -306,6 +308,7 @@ async function runAgentAttempt(item: WorkItem, opts: EvalRunOptions, dir: string
     outDir: dir,
     repoKey: `eval:${instance.repo}`,
     envCache: opts.envCache ?? null,
+    extraCaPem: opts.extraCaPem ?? null,
     signal: opts.signal,
     docker: opts.docker,
     checkout: () => repos.checkout(instance.repo, instance.base_commit),

@@ -1,4 +1,5 @@
 import { CancelledError, reasonText } from '../shared/cancel.ts';
+import { installExtraCa } from '../sandbox/extra-ca.ts';
 import { Sandbox } from '../sandbox/sandbox.ts';
 import { envKey, hitReport, keptEnvFiles, missReport, type EnvBuilder, type EnvCache, type EnvCacheReport, type KeptEnv } from '../sandbox/env-cache/index.ts';
 import type { TestOutcome } from '../test-results/test-outcome.ts';
@@ -155,9 +156,12 @@ async function runSetupCommands(input: SandboxSessionInput, sandbox: Sandbox, ne
   await sandbox.takeOver();
   const commands: TestOutcome[] = [];
   let failed: string | null = null;
+  // Setup only: the agent and the tests run without network, and never get these variables.
+  const caEnv = input.extraCaPem ? await installExtraCa(sandbox, input.extraCaPem) : {};
+  const env = { ...(network?.env ?? {}), ...caEnv };
   for (const command of input.setup) {
     if (input.signal?.aborted) throw new CancelledError(reasonText(input.signal.reason));
-    const outcome = await runTestCommand(sandbox, command, input.setupTimeoutSeconds, { env: network?.env ?? {}, what: `the setup command \`${command}\`` });
+    const outcome = await runTestCommand(sandbox, command, input.setupTimeoutSeconds, { env, what: `the setup command \`${command}\`` });
     commands.push(outcome);
     input.onSetupOutcome?.(outcome);
     if (outcome.outcome === 'passed') continue;

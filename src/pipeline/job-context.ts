@@ -35,6 +35,8 @@ export interface JobDeps {
   sandboxSlots: SandboxSlots;
   /** Environments kept after setup (null: off). */
   envCache: EnvCache | null;
+  /** LILYPAD_EXTRA_CA_CERTS as read at start (null: none). */
+  extraCaPem: string | null;
   /** Extra container labels (job id, worker instance) so that orphans can be swept. */
   labels: Record<string, string>;
   /** When the whole job must be over (LILYPAD_JOB_MAX_MINUTES); the agent's budget fits inside it. */
@@ -75,6 +77,7 @@ export function createJobContext<J extends RunJob>(job: J, deps: JobDeps, signal
     setupNetwork: deps.setupNetwork,
     sandboxSlots: deps.sandboxSlots,
     envCache: deps.envCache,
+    extraCaPem: deps.extraCaPem,
     workerId: deps.workerId,
     labels: deps.labels,
     outDir: path.join(deps.env.LILYPAD_DATA_DIR, 'runs', runId),

@@ -43,6 +43,8 @@ export interface LocalRunOptions {
   repoKey?: string;
   /** Environments kept after setup (null or absent: off). */
   envCache?: EnvCache | null;
+  /** LILYPAD_EXTRA_CA_CERTS as read at start (null or absent: none). */
+  extraCaPem?: string | null;
   /** Extra container labels (`lilypad eval` marks its sandboxes with its run id). */
   labels?: Record<string, string>;
   signal?: AbortSignal;
@@ -143,6 +145,7 @@ function localContext(opts: LocalRunOptions, runId: string, durations: Record<st
     setupNetwork: opts.setupNetwork ?? null,
     sandboxSlots: opts.slots ?? new SandboxSlots(Math.max(1, Math.min(opts.overrides.attempts ?? 1, opts.settings.limits.maxAttempts))),
     envCache: opts.envCache ?? null,
+    extraCaPem: opts.extraCaPem ?? null,
     workerId: os.hostname(),
     labels: opts.labels ?? {},
     outDir: opts.outDir,

@@ -25,6 +25,8 @@ export interface RunContext {
   sandboxSlots: SandboxSlots;
   /** Environments kept after setup, reused by later runs on the same repository (null: off). */
   envCache: EnvCache | null;
+  /** LILYPAD_EXTRA_CA_CERTS, read and checked at start: the CA certificates setup's tools trust (null: none). */
+  extraCaPem: string | null;
   workerId: string;
   /** Extra labels on every container, so that sweeps can find what a dead run left. */
   labels: Record<string, string>;

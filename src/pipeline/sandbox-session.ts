@@ -53,6 +53,8 @@ export interface SandboxSessionInput {
   keep?: { cache: EnvCache; repoId: string; keyFiles: string[] } | null | undefined;
   /** Where setup may connect; null: setup runs without any network. */
   setupNetwork: SetupNetworkProvider | null;
+  /** The administrator's CA certificates (LILYPAD_EXTRA_CA_CERTS) that setup's tools trust; never the agent's. */
+  extraCaPem?: string | null | undefined;
   setupTimeoutSeconds: number;
   /** Called with each setup command's outcome as it finishes (the failing one included). */
   onSetupOutcome?: ((outcome: TestOutcome) => void) | undefined;

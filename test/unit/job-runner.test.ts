@@ -61,6 +61,7 @@ function harness(kinds: Partial<JobKinds>): Harness {
     setupNetwork: null,
     sandboxSlots: new SandboxSlots(1),
     envCache: null,
+    extraCaPem: null,
     labels: {},
     status,
     cancelBus,

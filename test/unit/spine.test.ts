@@ -66,6 +66,7 @@ function context(signal = new AbortController().signal, secrets: string[] = []):
     setupNetwork: null,
     sandboxSlots: new SandboxSlots(1),
     envCache: null,
+    extraCaPem: null,
     workerId: 'w',
     labels: {},
     outDir: '/tmp/none',

@@ -106,6 +106,7 @@ export async function runAttempts(ctx: RunContext, input: AttemptsInput): Promis
             envPath: input.plan.envPath,
             keep: ctx.envCache ? { cache: ctx.envCache, repoId: input.plan.repoKey, keyFiles: input.plan.keyFiles } : null,
             setupNetwork: ctx.setupNetwork,
+            extraCaPem: ctx.extraCaPem,
             setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, settings.limits.setupTimeoutSeconds),
             onSetupOutcome: attempt === 1 ? input.onSetupOutcome : undefined,
             testCommand: config.test,
