@@ -85,56 +85,10 @@ export async function runAttempts(ctx: RunContext, input: AttemptsInput): Promis
     ctx.recorder.task({ system: SYSTEM_PROMPT, user: buildUserMessage(task.title, task.body) });
     ctx.recorder.config({ repoConfig: config, sources: input.plan.sources, origin: input.plan.origin, model, image, budgets, testTimeoutSeconds });
     const k = Math.min(config.attempts, settings.limits.maxAttempts);
-    let lastStatusAt = 0;
-    // One attempt reports to the progress and the run record as it goes; with best of k, the first.
+    const run: RunShape = { k, model, image, client, budgets, testTimeoutSeconds, lastStatusAt: 0 };
     // Every attempt holds one of the sandbox slots from its container to its removal.
     const session = (attempt: number, sink: JsonlTrajectory, signal: AbortSignal) =>
-      ctx.sandboxSlots.use(
-        signal,
-        () =>
-          runSandboxSession({
-            docker: ctx.docker,
-            checkoutDir: input.checkout.dir,
-            baseCommit: input.checkout.baseCommit,
-            headAfterSetup: input.checkout.headAfterSetup,
-            sandbox: { ...settings.sandbox, image },
-            runId: k > 1 ? `${ctx.runId}-a${attempt}` : ctx.runId,
-            workerId: ctx.workerId,
-            labels: { ...ctx.labels, 'dev.lilypad.issue': input.subject },
-            setup: config.setup,
-            setupInferred: input.plan.setupInferred,
-            envPath: input.plan.envPath,
-            keep: ctx.envCache ? { cache: ctx.envCache, repoId: input.plan.repoKey, keyFiles: input.plan.keyFiles } : null,
-            setupNetwork: ctx.setupNetwork,
-            extraCaPem: ctx.extraCaPem,
-            setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, settings.limits.setupTimeoutSeconds),
-            onSetupOutcome: attempt === 1 ? input.onSetupOutcome : undefined,
-            testCommand: config.test,
-            testRunner: input.plan.testRunner,
-            testTimeoutSeconds,
-            issue: { title: task.title, body: task.body },
-            model,
-            client,
-            budgets,
-            trajectory: sink,
-            signal,
-            seed: k > 1 ? attempt : input.seed,
-            phase: async (name, fn) => {
-              // Every attempt's agent starts only on a task that still holds; one that does not ends them all.
-              if (name === 'agent') await input.beforeAgent?.();
-              if (attempt > 1) return fn();
-              if (name === 'tests_before' || name === 'tests_after') await ctx.progress.phase({ kind: 'testing', which: name === 'tests_before' ? 'before' : 'after' });
-              if (name === 'agent') await ctx.progress.phase({ kind: 'agent', attempts: k });
-              return ctx.step(name, fn);
-            },
-            onProgress: (p) => {
-              if (attempt > 1 || Date.now() - lastStatusAt < settings.limits.statusIntervalMs) return;
-              lastStatusAt = Date.now();
-              ctx.progress.agentStep(p, maxSteps, k);
-            },
-          }),
-        () => ctx.log.info({ attempt, slots: ctx.sandboxSlots.size }, 'waiting for a free sandbox slot'),
-      );
+      ctx.sandboxSlots.use(signal, () => runSandboxSession(sessionInput(ctx, input, run, attempt, sink, signal)), () => ctx.log.info({ attempt, slots: ctx.sandboxSlots.size }, 'waiting for a free sandbox slot'));
     const chosen = k > 1 ? await bestOfK(ctx, k, trajectory, session) : { session: await session(1, trajectory, ctx.signal) };
     if (task.warning) chosen.session.agent.warnings.push(task.warning);
     recordTests(ctx, chosen.session);
@@ -142,6 +96,65 @@ export async function runAttempts(ctx: RunContext, input: AttemptsInput): Promis
   } finally {
     await trajectory.close();
   }
+}
+
+/** What every attempt of one run shares. */
+interface RunShape {
+  k: number;
+  model: string;
+  image: string;
+  client: ModelClient;
+  budgets: SandboxSessionInput['budgets'];
+  testTimeoutSeconds: number;
+  /** When an agent step was last written to the progress (attempt 1 only). */
+  lastStatusAt: number;
+}
+
+/** One attempt's sandbox session. Attempt 1 reports to the progress and the run record as it goes. */
+function sessionInput(ctx: RunContext, input: AttemptsInput, run: RunShape, attempt: number, sink: JsonlTrajectory, signal: AbortSignal): SandboxSessionInput {
+  const { settings } = ctx;
+  const { config, task, plan } = input;
+  return {
+    docker: ctx.docker,
+    checkoutDir: input.checkout.dir,
+    baseCommit: input.checkout.baseCommit,
+    headAfterSetup: input.checkout.headAfterSetup,
+    sandbox: { ...settings.sandbox, image: run.image },
+    runId: run.k > 1 ? `${ctx.runId}-a${attempt}` : ctx.runId,
+    workerId: ctx.workerId,
+    labels: { ...ctx.labels, 'dev.lilypad.issue': input.subject },
+    setup: config.setup,
+    setupInferred: plan.setupInferred,
+    envPath: plan.envPath,
+    keep: ctx.envCache ? { cache: ctx.envCache, repoId: plan.repoKey, keyFiles: plan.keyFiles } : null,
+    setupNetwork: ctx.setupNetwork,
+    extraCaPem: ctx.extraCaPem,
+    setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, settings.limits.setupTimeoutSeconds),
+    onSetupOutcome: attempt === 1 ? input.onSetupOutcome : undefined,
+    testCommand: config.test,
+    testRunner: plan.testRunner,
+    testTimeoutSeconds: run.testTimeoutSeconds,
+    issue: { title: task.title, body: task.body },
+    model: run.model,
+    client: run.client,
+    budgets: run.budgets,
+    trajectory: sink,
+    signal,
+    seed: run.k > 1 ? attempt : input.seed,
+    phase: async (name, fn) => {
+      // Every attempt's agent starts only on a task that still holds; one that does not ends them all.
+      if (name === 'agent') await input.beforeAgent?.();
+      if (attempt > 1) return fn();
+      if (name === 'tests_before' || name === 'tests_after') await ctx.progress.phase({ kind: 'testing', which: name === 'tests_before' ? 'before' : 'after' });
+      if (name === 'agent') await ctx.progress.phase({ kind: 'agent', attempts: run.k });
+      return ctx.step(name, fn);
+    },
+    onProgress: (p) => {
+      if (attempt > 1 || Date.now() - run.lastStatusAt < settings.limits.statusIntervalMs) return;
+      run.lastStatusAt = Date.now();
+      ctx.progress.agentStep(p, run.budgets.maxSteps, run.k);
+    },
+  };
 }
 
 function modelClient(ctx: RunContext): ModelClient {
