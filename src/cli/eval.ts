@@ -38,6 +38,8 @@ Options:
                           input_cost and output_cost are per million tokens
   --attempts k            attempts per instance and endpoint (default 1)
   --select                pick one attempt of k (tests after, agreement, smallest diff) and report its resolve rate
+  --no-instructions       leave the repositories' instructions for agents (AGENTS.md) out of the task, to
+                          measure what they change (default: they go with the task, as in the app)
   --workers N             attempts run in parallel (default 1; each is one sandbox)
   --out DIR               output directory (default: $LILYPAD_DATA_DIR/evals/<run id>)
   --resume                continue the run in --out: finished attempts are kept, the rest run
@@ -95,6 +97,7 @@ async function evalRun(argv: string[]): Promise<number> {
       endpoint: { type: 'string', multiple: true },
       attempts: { type: 'string' },
       select: { type: 'boolean' },
+      'no-instructions': { type: 'boolean' },
       workers: { type: 'string' },
       out: { type: 'string' },
       resume: { type: 'boolean' },
@@ -159,6 +162,7 @@ async function evalRun(argv: string[]): Promise<number> {
       endpoints,
       attempts,
       select: values.select ?? false,
+      instructions: !values['no-instructions'],
       workers,
       outDir,
       resume: values.resume ?? false,

@@ -42,6 +42,8 @@ export interface EvalRunOptions {
   endpoints: EndpointSpec[];
   attempts: number;
   select: boolean;
+  /** Whether the repositories' instructions for agents (AGENTS.md) go with the task, as in the app. */
+  instructions?: boolean;
   workers: number;
   outDir: string;
   resume: boolean;
@@ -307,6 +309,7 @@ async function runAgentAttempt(item: WorkItem, opts: EvalRunOptions, dir: string
     },
     outDir: dir,
     repoKey: `eval:${instance.repo}`,
+    instructions: opts.instructions ?? true,
     envCache: opts.envCache ?? null,
     extraCaPem: opts.extraCaPem ?? null,
     signal: opts.signal,

@@ -3,7 +3,7 @@ import { installExtraCa } from '../sandbox/extra-ca.ts';
 import { Sandbox } from '../sandbox/sandbox.ts';
 import { envKey, hitReport, keptEnvFiles, missReport, type EnvBuilder, type EnvCache, type EnvCacheReport, type KeptEnv } from '../sandbox/env-cache/index.ts';
 import type { TestOutcome } from '../test-results/test-outcome.ts';
-import { clearKeptWorktree } from '../workspace/kept-worktree.ts';
+import { clearKeptWorktree, replaySetupChanges, saveSetupChanges } from '../workspace/kept-worktree.ts';
 import { commitSetupState, type SetupState } from '../workspace/patch.ts';
 import { moveToHead } from '../workspace/setup-base.ts';
 import type { SandboxSessionInput, SetupNetwork } from './sandbox-session.ts';
@@ -49,11 +49,14 @@ export async function prepareEnvironment(input: SandboxSessionInput): Promise<En
   const claimed = await claimEnvironment(input);
   try {
     if (claimed.hit) {
+      let why = '';
       const fromKept = await fromKeptEnvironment(input, claimed.hit).catch((err: unknown) => {
         if (err instanceof CancelledError) throw err;
-        return null; // evicted between the lookup and the start: set up afresh
+        why = err instanceof StaleEnvironmentError ? err.message : `it could not be started (${(err as Error).message.slice(0, 200)})`;
+        return null; // evicted between the lookup and the start, or stale: set up afresh
       });
       if (fromKept) return fromKept;
+      return await setUp(input, null, null, { result: 'failed', note: `the kept environment was not used: ${why}; setup ran` });
     }
     return await setUp(input, claimed.builder, claimed.key, claimed.report);
   } finally {
@@ -111,12 +114,22 @@ export interface LiveSandbox {
   release(): Promise<void>;
 }
 
-/** A sandbox from a kept environment with this run's checkout in place of the one it was kept with. */
+/** A kept environment whose setup changes to tracked files no longer apply to this checkout. */
+class StaleEnvironmentError extends Error {
+  override name = 'StaleEnvironmentError';
+}
+
+/**
+ * A sandbox from a kept environment with this run's checkout in place of the one it was kept with,
+ * and setup's changes to tracked files laid over it again, so it looks as after a setup that ran.
+ */
 export async function checkoutInKept(input: SandboxSessionInput, image: string): Promise<LiveSandbox> {
   const live = await created(input, image, 'none');
   return guard(live, async () => {
     await clearKeptWorktree(live.sandbox);
     await live.sandbox.copyIn(input.checkoutDir);
+    await live.sandbox.takeOver();
+    if ((await replaySetupChanges(live.sandbox)) === 'stale') throw new StaleEnvironmentError('the changes setup made to tracked files no longer apply to this commit');
     return live;
   });
 }
@@ -133,6 +146,7 @@ async function setUp(input: SandboxSessionInput, builder: EnvBuilder | null, key
       await sandbox.cutNetwork();
       let kept: KeptEnv | null = null;
       let envCache = report;
+      if (builder && key && !setup.failed) await saveSetupChanges(sandbox);
       if (builder && key) {
         const outcome = setup.failed ? { note: `the setup command \`${setup.failed}\` failed` } : await builder.keep(sandbox.container, { baseImageId: (await input.docker.getImage(input.sandbox.image).inspect()).Id, setupSeconds: (Date.now() - t0) / 1000, signal: input.signal });
         kept = 'kept' in outcome ? outcome.kept : null;

@@ -13,6 +13,7 @@ import { cloneLocalRepository, type LocalCheckout } from '../workspace/local-clo
 import { groupLeftOut, type LeftOutGroup } from '../workspace/leftovers.ts';
 import type { EffectiveConfig } from './effective-config.ts';
 import { classifyFailure, faultOf } from './failures.ts';
+import type { InstructionsSummary } from './instructions.ts';
 import { localPlug, type LocalFacts, type LocalOverrides } from './kinds/local.ts';
 import { writeOutcome, type RunOutcome } from './outcome.ts';
 import type { AttemptSummary } from './best-of-k.ts';
@@ -41,6 +42,8 @@ export interface LocalRunOptions {
   slots?: SandboxSlots;
   /** Names the repository among kept environments (default: `local:<the repository's path>`). */
   repoKey?: string;
+  /** The repository's instructions for agents (AGENTS.md) go with the task unless this is false. */
+  instructions?: boolean;
   /** Environments kept after setup (null or absent: off). */
   envCache?: EnvCache | null;
   /** LILYPAD_EXTRA_CA_CERTS as read at start (null or absent: none). */
@@ -80,6 +83,8 @@ export interface LocalRunResult {
   tests: TestsSection | null;
   /** What shows the change fixes the issue: verdict, reproduction, fixed, broken and weakened tests (src/evidence/). */
   evidence: Record<string, unknown> | null;
+  /** The repository's instructions for agents that went with the task (null: none read, or turned off). */
+  instructions: InstructionsSummary | null;
   /** Best of k (k > 1): every attempt, and why the chosen one won. */
   attempts: { rows: AttemptSummary[]; summary: string } | null;
   /**
@@ -108,16 +113,22 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
   const started = Date.now();
   const runId = opts.runId ?? newRunId();
   await mkdir(opts.outDir, { recursive: true });
-  const facts: LocalFacts = { baseCommit: null, effective: null, setup: [], run: null, published: null, files: [], dropped: [], warnings: [], plan: null };
+  const facts: LocalFacts = { baseCommit: null, effective: null, setup: [], run: null, published: null, files: [], dropped: [], warnings: [], plan: null, instructions: null };
   const durations: Record<string, number> = {};
   const ctx = localContext(opts, runId, durations);
   const plug = localPlug(
-    { title: opts.title, body: opts.body, checkout: opts.checkout ?? (() => cloneLocalRepository(opts.repo)), overrides: opts.overrides, subject: path.resolve(opts.repo), repoKey: opts.repoKey ?? `local:${path.resolve(opts.repo)}` },
+    { title: opts.title, body: opts.body, checkout: opts.checkout ?? (() => cloneLocalRepository(opts.repo)), overrides: opts.overrides, subject: path.resolve(opts.repo), repoKey: opts.repoKey ?? `local:${path.resolve(opts.repo)}`, instructions: opts.instructions ?? true },
     facts,
   );
   const stages = opts.stages ?? REAL_STAGES;
   // The sandbox run is kept for result.json whatever happens after it (a refused secret, say).
-  const keepRun: SpineStages = { ...stages, attempts: async (c, input) => (facts.run = await stages.attempts(c, input)) };
+  const keepRun: SpineStages = {
+    ...stages,
+    attempts: async (c, input) => {
+      facts.instructions = input.instructions;
+      return (facts.run = await stages.attempts(c, input));
+    },
+  };
   let outcome: RunOutcome;
   try {
     outcome = await runSpine(ctx, plug, keepRun);
@@ -212,6 +223,7 @@ function localResult(opts: LocalRunOptions, runId: string, outcome: RunOutcome, 
     setup: facts.effective ? setupSection(facts.effective, session, !!opts.setupNetwork, facts.setup) : null,
     tests: facts.effective ? testsSection(facts.effective, session, facts.plan?.testRunner ?? null) : null,
     evidence: evidenceSection(session),
+    instructions: facts.instructions,
     attempts: attempts ? { rows: attempts.summaries, summary: attempts.ranking.summary } : null,
     patch: {
       files: facts.files,

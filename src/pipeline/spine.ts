@@ -6,6 +6,7 @@ import type { RunPlan } from './effective-config.ts';
 import type { RunOutcome } from './outcome.ts';
 import { refuseSecrets, takeChange, type ChangeInput } from './phases/change.ts';
 import { runAttempts, type AttemptsInput, type RunCheckout, type RunTask, type SandboxRun } from './phases/attempts.ts';
+import { withInstructions } from './instructions.ts';
 import { releaseRun, type RunContext } from './run-context.ts';
 import { StaleTriggerError } from './validate-trigger.ts';
 
@@ -27,6 +28,8 @@ export interface PreparedRun {
   onSetupOutcome?: AttemptsInput['onSetupOutcome'];
   /** The sampling seed of a single attempt (best of k gives attempt N the seed N). */
   seed?: number | undefined;
+  /** Where the repository's instructions for agents are read: a git repository and the base commit (null: not read). */
+  instructionsAt: { gitDir: string; commit: string } | null;
 }
 
 /** The work done, handed to the publisher: the sandbox run, the agent's patch and the filtered change. */
@@ -76,7 +79,8 @@ export async function runSpine<P extends PreparedRun>(ctx: RunContext, plug: Run
     const done = await plug.alreadyDone?.(ctx);
     if (done) return done;
     const prepared = await plug.prepare(ctx);
-    const run = await stages.attempts(ctx, { config: prepared.config, task: prepared.task, checkout: prepared.checkout, subject: prepared.subject, beforeAgent: prepared.beforeAgent, onSetupOutcome: prepared.onSetupOutcome, seed: prepared.seed, plan: prepared.plan });
+    const { task, instructions } = prepared.instructionsAt ? await withInstructions(ctx, prepared.task, prepared.instructionsAt, prepared.config.instructions) : { task: prepared.task, instructions: null };
+    const run = await stages.attempts(ctx, { config: prepared.config, task, instructions, checkout: prepared.checkout, subject: prepared.subject, beforeAgent: prepared.beforeAgent, onSetupOutcome: prepared.onSetupOutcome, seed: prepared.seed, plan: prepared.plan });
     const agent = run.session.agent;
     if (agent.exitReason === 'cancelled') throw new CancelledError();
     const patch = run.session.patch?.diff ?? Buffer.alloc(0);

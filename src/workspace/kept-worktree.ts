@@ -74,3 +74,28 @@ export async function clearKeptWorktree(sandbox: Sandbox): Promise<number> {
   }
   return parsed.removed;
 }
+
+/** Where a kept environment holds the changes setup made to tracked files: outside the worktree. */
+const SETUP_TRACKED_PATCH = '"${HOME:-/tmp}/.lilypad-setup-tracked.patch"';
+
+/**
+ * Before keeping an environment: the changes setup made to files the repository tracks (a rewritten
+ * lockfile, a generated file, an appended line) are saved as a patch outside the worktree, so that a
+ * hit can lay them over the new checkout (replaySetupChanges) and look the same as a setup that ran.
+ */
+export async function saveSetupChanges(sandbox: Sandbox): Promise<void> {
+  const script = `git -c core.hooksPath=/dev/null -c core.fsmonitor=false diff --binary --no-renames HEAD > ${SETUP_TRACKED_PATCH}`;
+  const res = await sandbox.exec(['/bin/sh', '-c', script], { cwd: sandbox.options.workdir, timeoutSeconds: 300 });
+  if (res.exitCode !== 0) throw new SandboxError(`saving the changes setup made to tracked files failed in the sandbox: ${res.stderr.toString().trim()}`);
+}
+
+/**
+ * On a hit, after copyIn: the changes setup made to tracked files, laid over the new checkout.
+ * `stale`: they no longer apply (the files changed since), so the environment must be set up afresh.
+ */
+export async function replaySetupChanges(sandbox: Sandbox): Promise<'none' | 'applied' | 'stale'> {
+  const script = `[ -s ${SETUP_TRACKED_PATCH} ] || exit 3; git -c core.hooksPath=/dev/null apply --whitespace=nowarn --binary -- ${SETUP_TRACKED_PATCH}`;
+  const res = await sandbox.exec(['/bin/sh', '-c', script], { cwd: sandbox.options.workdir, timeoutSeconds: 300 });
+  if (res.exitCode === 3) return 'none';
+  return res.exitCode === 0 ? 'applied' : 'stale';
+}

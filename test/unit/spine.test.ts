@@ -93,6 +93,7 @@ function plug(events: string[], over: Partial<RunPlug> = {}, prepared: Partial<P
         task: { title: 't', body: 'b' },
         checkout: { dir: '/tmp/x', baseCommit: 'base' },
         source: '/tmp/x',
+        instructionsAt: null,
         plan: { repoKey: 'test:x', setupInferred: false, envPath: [], keyFiles: [], testRunner: null, sources: {}, origin: null },
         subject: 'o/r#1',
         commit: { message: 'm', author: { name: 'n', email: 'e' } },

@@ -78,6 +78,8 @@ function followupPlug(ctx: JobContext<FollowupRunJob>, requests: FollowupRequest
         task: { title: review.title, body: review.body, warning: review.warnings.join(' ') || undefined },
         checkout: { dir: ws.checkout.dir, baseCommit: head, headAfterSetup: { setupCommit, branch: target.headRef } },
         source: ws.mirrorDir,
+        // From the base's side, never from the pull request's head: the agent wrote that.
+        instructionsAt: { gitDir: ws.mirrorDir, commit: setupCommit },
         subject: `${job.owner}/${job.repo}#${job.issueNumber}`,
         commit: {
           message: commitMessage(`Address review on #${job.pullNumber}`, `Revised by Lilypad after review of #${job.pullNumber} (requested by @${last.by})`, config.ci === 'hold'),

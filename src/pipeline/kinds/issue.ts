@@ -55,6 +55,7 @@ export function issuePlug(ctx: JobContext<IssueRunJob>): RunPlug<IssuePrepared> 
         task: prepareIssue(text.title, text.body),
         checkout: ws.checkout,
         source: ws.mirrorDir,
+        instructionsAt: { gitDir: ws.mirrorDir, commit: ws.checkout.baseCommit },
         subject: `${job.owner}/${job.repo}#${job.issueNumber}`,
         commit: { message: commitMessage(text.title, `Drafted by Lilypad for #${job.issueNumber}`, config.ci === 'hold'), author: await deps.github.commitAuthor(ws.htmlUrl) },
         beforeAgent: () => recheckPinnedText(ctx),

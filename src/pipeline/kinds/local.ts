@@ -7,6 +7,7 @@ import type { LocalCheckout } from '../../workspace/local-clone.ts';
 import { commitMessage } from '../phases/change.ts';
 import { effectiveConfig, runPlanOf, type ConfigOverrides, type EffectiveConfig, type RunPlan } from '../effective-config.ts';
 import type { RunOutcome } from '../outcome.ts';
+import type { InstructionsSummary } from '../instructions.ts';
 import type { SandboxRun } from '../phases/attempts.ts';
 import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug } from '../spine.ts';
 import type { TestOutcome } from '../../test-results/test-outcome.ts';
@@ -31,6 +32,8 @@ export interface LocalTask {
   subject: string;
   /** Names the repository among kept environments. */
   repoKey: string;
+  /** Whether the repository's instructions for agents (AGENTS.md) go with the task (eval measures both). */
+  instructions: boolean;
 }
 
 export interface LocalPrepared extends PreparedRun {
@@ -47,6 +50,7 @@ export interface LocalFacts {
   /** What was published (the filtered change), as written to patch.diff. */
   published: Buffer | null;
   plan: RunPlan | null;
+  instructions: InstructionsSummary | null;
   /** The files the published change touches. */
   files: string[];
   dropped: Array<{ path: string; reason: string }>;
@@ -78,6 +82,7 @@ export function localPlug(task: LocalTask, facts: LocalFacts): RunPlug<LocalPrep
         task: issue,
         checkout: { dir: checkout.dir, baseCommit: checkout.baseCommit },
         source: checkout.dir,
+        instructionsAt: task.instructions ? { gitDir: checkout.dir, commit: checkout.baseCommit } : null,
         subject: task.subject,
         commit: { message: commitMessage(issue.title, 'Drafted by Lilypad', false), author: { name: 'Lilypad', email: 'lilypad@localhost' } },
         onSetupOutcome: (o) => facts.setup.push(o),

@@ -7,6 +7,7 @@ import { imageAllowed } from '../../config/image-policy.ts';
 import type { RepoConfig } from '../../config/repo-config.ts';
 import { UserError } from '../failures.ts';
 import type { RunPlan } from '../effective-config.ts';
+import type { InstructionsSummary } from '../instructions.ts';
 import type { RunContext } from '../run-context.ts';
 import { perTestChanges, setupNotes } from '../run-report.ts';
 import { runSandboxSession, type SandboxSessionInput, type SandboxSessionResult } from '../sandbox-session.ts';
@@ -44,6 +45,8 @@ export interface SandboxRun {
 export interface AttemptsInput {
   config: RepoConfig;
   task: RunTask;
+  /** The repository's instructions the task carries (null: none read). */
+  instructions: InstructionsSummary | null;
   checkout: RunCheckout;
   /** Named on every container of the run (`owner/repo#N`, or the local run's repository). */
   subject: string;
@@ -83,7 +86,7 @@ export async function runAttempts(ctx: RunContext, input: AttemptsInput): Promis
       bashTimeoutCapSeconds: settings.limits.bashTimeoutCapSeconds,
     };
     ctx.recorder.task({ system: SYSTEM_PROMPT, user: buildUserMessage(task.title, task.body) });
-    ctx.recorder.config({ repoConfig: config, sources: input.plan.sources, origin: input.plan.origin, model, image, budgets, testTimeoutSeconds });
+    ctx.recorder.config({ repoConfig: config, sources: input.plan.sources, origin: input.plan.origin, instructions: input.instructions, model, image, budgets, testTimeoutSeconds });
     const k = Math.min(config.attempts, settings.limits.maxAttempts);
     const run: RunShape = { k, model, image, client, budgets, testTimeoutSeconds, lastStatusAt: 0 };
     // Every attempt holds one of the sandbox slots from its container to its removal.
