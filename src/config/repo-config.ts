@@ -53,6 +53,10 @@ const repoConfigSchema = z
     // Best of k: k agent runs in parallel sandboxes, the tests (then agreement, then size) choose.
     // Capped by the administrator's LILYPAD_MAX_ATTEMPTS.
     attempts: z.number().int().min(1).max(10).default(1),
+    // always: every change is published as a draft with its evidence. verified: only a change whose
+    // evidence is verified (a test fails without it and passes with it, nothing broken or weakened);
+    // otherwise the status comment says what was tried and a writer can still `/lilypad publish` it.
+    publish: z.enum(['always', 'verified']).default('always'),
     // Instructions for coding agents added to the task, read at the base commit (never the pull
     // request's head): unset, the root AGENTS.md and those of the directories the issue names;
     // a path, that file instead; none, nothing.

@@ -128,7 +128,7 @@ const VERDICT_TEXT: Record<EvidenceSummary['verdict'], string> = {
 };
 
 /** The evidence, verdict first, tests by name: what a reviewer should weigh before reading the diff. */
-function renderEvidence(e: EvidenceSummary): string {
+export function renderEvidence(e: EvidenceSummary): string {
   const code = (id: string) => `\`${id.replace(/`/g, "'")}\``;
   const named = (ids: string[]) => `${ids.slice(0, MAX_NAMED).map(code).join(', ')}${ids.length > MAX_NAMED ? ` and ${ids.length - MAX_NAMED} more` : ''}`;
   const lines = [VERDICT_TEXT[e.verdict], ''];

@@ -12,6 +12,8 @@ export type StatusState =
   /** A follow-up run pushed a new commit onto the pull request. */
   | { state: 'revised'; sha: string; commitUrl: string; incomplete: boolean; exitReason: string; threads: number; note?: string }
   | { state: 'no_change'; why: string }
+  /** `publish: verified` and the change is not: nothing published; what was tried, and how to publish it anyway. */
+  | { state: 'withheld'; verdict: string; tried: string; evidence: string }
   | { state: 'failed'; what: string; todo: string }
   | { state: 'cancelled'; by?: string | undefined; why?: string | undefined };
 
@@ -55,6 +57,11 @@ export function renderStatus(s: StatusState, triggeredBy?: string, slot?: string
       break;
     case 'no_change':
       text = `➖ **No change**${who}: ${s.why}`;
+      break;
+    case 'withheld':
+      text =
+        `🔒 **Not published**${who}: this repository publishes only verified changes (\`publish: verified\`), and the change Lilypad made is **${s.verdict}**. ${s.tried}\n\n${s.evidence}\n\n` +
+        'The change is kept with the run. Someone with write access can comment `/lilypad publish` to open it as a draft pull request anyway, or label the issue again for a new run.';
       break;
     case 'failed':
       text = `❌ **Failed**${who}: ${s.what}\n\nWhat to do: ${s.todo}`;

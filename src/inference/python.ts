@@ -22,7 +22,12 @@ const PLUGIN_FLAGS: Array<[RegExp, string]> = [
 ];
 
 export function isPython(repo: RepoView): boolean {
-  return MARKERS.some((m) => repo.has(m)) || repo.files.some((f) => /^requirements[^/]*\.txt$|^requirements\/[^/]+\.txt$/.test(f));
+  return MARKERS.some((m) => repo.has(m)) || repo.files.some((f) => /^requirements[^/]*\.txt$|^requirements\/[^/]+\.txt$/.test(f)) || hasPythonTests(repo);
+}
+
+/** Python tests (test_*.py, *_test.py) at the root or in tests/ or test/: a project without packaging still has a way to test it. */
+function hasPythonTests(repo: RepoView): boolean {
+  return repo.files.some((f) => /^((tests?)\/)?(test_[^/]*|[^/]*_test)\.py$/.test(f));
 }
 
 /** A Python project with its own packaging (not only a requirements file beside another ecosystem). */

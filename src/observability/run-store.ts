@@ -65,7 +65,7 @@ const testOutcomeSchema = z.object({
 });
 type StoredTestOutcome = z.infer<typeof testOutcomeSchema>;
 
-export const RUN_OUTCOMES = ['pull_request', 'patch', 'no_change', 'stale', 'cancelled', 'failed'] as const;
+export const RUN_OUTCOMES = ['pull_request', 'patch', 'withheld', 'no_change', 'stale', 'cancelled', 'failed'] as const;
 type RunOutcome = (typeof RUN_OUTCOMES)[number];
 
 const runSummarySchema = z.object({

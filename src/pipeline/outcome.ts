@@ -11,6 +11,8 @@ export type RunOutcome =
   /** `lilypad run` wrote the patch to disk; `lilypad eval` kept it as a prediction. */
   | { result: 'patch'; exitReason: string; incomplete: boolean; diff: Buffer }
   | { result: 'no_change'; why: string; exitReason: string; diff?: Buffer | undefined }
+  /** `publish: verified` and the change is not: kept for `/lilypad publish`, nothing published. */
+  | { result: 'withheld'; verdict: string; tried: string; evidence: string; exitReason: string; diff: Buffer }
   /** The trigger stopped holding (the issue was edited, unlabelled, closed): the run stopped, as cancelled. */
   | { result: 'stale'; why: string }
   | { result: 'cancelled'; by?: string | undefined; why?: string | undefined }
@@ -55,6 +57,8 @@ export function statusOf(o: RunOutcome): { state: StatusState; final: boolean } 
       return null;
     case 'no_change':
       return { final: true, state: { state: 'no_change', why: o.why } };
+    case 'withheld':
+      return { final: true, state: { state: 'withheld', verdict: o.verdict, tried: o.tried, evidence: o.evidence } };
     case 'stale':
       return { final: true, state: { state: 'cancelled', why: o.why } };
     case 'cancelled':
@@ -81,6 +85,8 @@ export function recordOf(o: RunOutcome): RunFinish {
       return { outcome: 'patch', exitReason: o.exitReason, diff: o.diff };
     case 'no_change':
       return { outcome: 'no_change', exitReason: o.exitReason, why: o.why, ...(o.diff ? { diff: o.diff } : {}) };
+    case 'withheld':
+      return { outcome: 'withheld', exitReason: o.exitReason, why: `not published: the change is ${o.verdict} (publish: verified)`, diff: o.diff };
     case 'stale':
       return { outcome: 'stale', why: o.why };
     case 'cancelled':

@@ -38,6 +38,8 @@ export const keys = {
   publishLock: (prefix: string, jobId: string) => `${prefix}:publish:${jobId}`,
   /** What a trigger published (JSON), so a later copy of the job reports it instead of pushing again (published.ts). */
   published: (prefix: string, jobId: string) => `${prefix}:published:${jobId}`,
+  /** A change a run made but did not publish (`publish: verified`, not verified), kept for `/lilypad publish` (JSON). */
+  withheld: (prefix: string, repoId: number, issueNumber: number) => `${prefix}:withheld:${repoId}:${issueNumber}`,
   /** The commit Lilypad last pushed to a branch, and the one it is about to push (JSON, push-records.ts). */
   pushed: (prefix: string, repoId: number, branch: string) => `${prefix}:pushed:${repoId}:${branch}`,
   /** Lilypad's record of one of its pull requests (JSON): the issue, branch, pinned text, revisions (pull-records.ts). */

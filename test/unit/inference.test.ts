@@ -23,6 +23,15 @@ const infer = (files: Record<string, string>) => inferCommands(directoryReader(r
 const V = '"$HOME/.lilypad-venv/bin/python"';
 
 describe('Python', () => {
+  test('no packaging at all, only tests under tests/: a venv with the image\'s packages, unittest discovery', async () => {
+    const r = await infer({ 'calc.py': 'def add(a, b):\n    return a + b\n', 'tests/__init__.py': '', 'tests/test_calc.py': 'import unittest\n' });
+    assert.equal(r.ecosystem, 'python');
+    assert.deepEqual(r.setup.commands, ['python3 -m venv --system-site-packages "$HOME/.lilypad-venv"']);
+    assert.deepEqual(r.test, { command: `${V} -m unittest discover -s tests -t .`, source: 'inferred', inferred_from: ['tests/test_calc.py'], runner: 'unittest' });
+    const none = await infer({ 'calc.py': 'x = 1\n', 'docs/test_notes.py': '' });
+    assert.equal(none.ecosystem, null, 'a test-looking file outside the root and tests/ is not enough');
+  });
+
   test('pyproject with a test extra and pytest configuration: venv outside the checkout, editable install with the extra, pytest', async () => {
     const r = await infer({
       'pyproject.toml': `[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n[project]\nname = "pkg"\ndependencies = ["attrs"]\n\n[project.optional-dependencies]\ndocs = ["sphinx"]\ntests = [\n  "pytest>=7",\n  "hypothesis",\n]\n\n[tool.pytest.ini_options]\ntestpaths = ["tests"]\n`,

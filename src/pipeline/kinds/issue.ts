@@ -1,5 +1,7 @@
 import { prepareIssue } from '../../agent/prompt.ts';
-import { renderPullRequestBody } from '../../github/pull-request-body.ts';
+import { renderEvidence, renderPullRequestBody } from '../../github/pull-request-body.ts';
+import { keepWithheld, MAX_WITHHELD_BYTES } from '../../store/withheld-changes.ts';
+import { changeDiff } from '../../workspace/publish.ts';
 import { renderRevisions, testWord, withRevisions, type Revision } from '../../github/revisions.ts';
 import { pinText, runJobId, type IssueRunJob } from '../../store/jobs.ts';
 import { runLinkFor } from '../../config/public-urls.ts';
@@ -73,6 +75,8 @@ async function openPullRequest(ctx: JobContext<IssueRunJob>, p: IssuePrepared, w
   const body = withRevisions(pullRequestBody(ctx, p, work, revision.seconds, incomplete), renderRevisions([revision], (sha) => `${p.ws.htmlUrl}/commit/${sha}`));
   const title = `${incomplete ? '[incomplete] ' : ''}Lilypad: ${p.issueTitle}`.slice(0, 250);
   refuseSecrets(ctx.scanner(), Buffer.alloc(0), [body, title]);
+  const verdict = work.run.session.evidence?.evidence.verdict ?? 'unverified';
+  if (p.config.publish === 'verified' && verdict !== 'verified') return withhold(ctx, p, work, { title, body, verdict, incomplete });
   const { published, fresh } = await publishPullRequest(ctx, p.config, work.change, { title, body, baseBranch: p.ws.defaultBranch, cloneUrl: p.ws.cloneUrl, incomplete, exitReason: agent.exitReason, evidenceLabel: evidenceLabel(work.run.session) });
   if (fresh) {
     await resetFollowupCount(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, published.number);
@@ -116,6 +120,37 @@ function pullRequestBody(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: F
     ciHeld: p.config.ci === 'hold',
     ...(run.attempts ? { attempts: { rows: run.attempts.summaries, summary: run.attempts.ranking.summary } } : {}),
   });
+}
+
+/**
+ * `publish: verified` and the change is not: nothing is pushed. The change (as the app would have
+ * published it) and the pull request's text are kept for `/lilypad publish`; the status says what
+ * was tried and the evidence.
+ */
+async function withhold(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: FinishedWork, pr: { title: string; body: string; verdict: string; incomplete: boolean }): Promise<RunOutcome> {
+  const { job, deps } = ctx;
+  const diff = await changeDiff(work.change);
+  const agent = work.run.session.agent;
+  const kept = diff.length <= MAX_WITHHELD_BYTES;
+  if (kept) {
+    await keepWithheld(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, {
+      runId: ctx.runId,
+      issueNumber: job.issueNumber,
+      baseCommit: p.checkout.baseCommit,
+      patch: diff.toString('base64'),
+      title: pr.title,
+      body: pr.body,
+      verdict: pr.verdict,
+      exitReason: agent.exitReason,
+      incomplete: pr.incomplete,
+      at: new Date().toISOString(),
+    });
+  }
+  const attempts = work.run.attempts ? `${work.run.attempts.summaries.length} attempts in parallel; the best` : 'One attempt';
+  const tests = work.run.session.tests;
+  const tried = `${attempts} changed ${work.change.files.map((f) => `\`${f.path}\``).join(', ')} in ${agent.steps} steps (\`${agent.exitReason}\`); the tests ${tests ? `before: ${testWord(tests.before)}, after: ${testWord(tests.after)}` : 'did not run'}.${kept ? '' : ' The change is too large to keep for `/lilypad publish`; it is in the run\'s folder on the worker.'}`;
+  const summary = evidenceSummary(work.run.session);
+  return { result: 'withheld', verdict: pr.verdict, tried, evidence: summary ? renderEvidence(summary) : '_No tests ran, so there is no evidence._', exitReason: agent.exitReason, diff: work.patch };
 }
 
 /** What a publication was, as the run's outcome (also for a later copy of the job that finds it). */
