@@ -141,11 +141,17 @@ async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
     };
 
     let outcome;
+    const writeRecords = recordsWriter(input.trajectory);
     try {
-      outcome = await input.client.complete(encoder.body(messages), signal, (r) => {
-        stepRetries.push(r);
-        retries++;
-      });
+      outcome = await input.client.complete(
+        encoder.body(messages),
+        signal,
+        (r) => {
+          stepRetries.push(r);
+          retries++;
+        },
+        () => setImmediate(writeRecords),
+      );
     } catch (err) {
       record.model_ms = Date.now() - stepStarted.getTime();
       if (err instanceof CancelledError) {
@@ -160,6 +166,8 @@ async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
     }
     record.model_ms = Date.now() - stepStarted.getTime();
     record.attempts = outcome.attempts;
+    // A model client that never said its request had left: the records are written now.
+    writeRecords();
 
     if (outcome.kind === 'context_length') {
       // The server refused the prompt as too long: end gracefully, the work so far still counts.
@@ -263,6 +271,21 @@ async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
     input.trajectory.write(record);
     input.onProgress?.({ step: steps, tokens: tracked });
   }
+}
+
+/**
+ * The previous step's record (redaction, the run recorder, the file) costs more than the rest of
+ * the loop's own work in a step, so it is written while the model works on the next answer: once
+ * the model client says the request has been written (in an immediate, after the I/O that is
+ * waiting), else when the answer is in. Returns a function that writes at most once.
+ */
+function recordsWriter(trajectory: TrajectorySink): () => void {
+  let written = false;
+  return () => {
+    if (written) return;
+    written = true;
+    trajectory.flush?.();
+  };
 }
 
 /**

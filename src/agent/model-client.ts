@@ -1,3 +1,4 @@
+import diagnostics from 'node:diagnostics_channel';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletion } from 'openai/resources/chat/completions';
 import { Agent, fetch as undiciFetch, type Dispatcher } from 'undici';
@@ -36,7 +37,8 @@ export type CompletionOutcome =
  * failed for good; call `onRetry` for every attempt that is retried.
  */
 export interface ChatModel {
-  complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void): Promise<CompletionOutcome>;
+  /** `onSent`, when given, is called once the request has been written to the connection whole. */
+  complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void, onSent?: () => void): Promise<CompletionOutcome>;
 }
 
 export interface ModelClientOptions {
@@ -75,6 +77,26 @@ export function jsonBytes(body: object): Buffer {
 export function jsonText(body: object): string {
   return jsonBytes(body).toString('utf8');
 }
+
+/**
+ * When undici has written a request whole. Its documented diagnostics channels say when it
+ * creates a request (synchronously, inside the dispatch call) and when it has written one; the
+ * request created while `awaitingRequest` is set is the one that callback belongs to.
+ */
+const onRequestWritten = new WeakMap<object, () => void>();
+let awaitingRequest: (() => void) | undefined;
+diagnostics.subscribe('undici:request:create', (message) => {
+  if (!awaitingRequest) return;
+  onRequestWritten.set((message as { request: object }).request, awaitingRequest);
+  awaitingRequest = undefined;
+});
+diagnostics.subscribe('undici:request:bodySent', (message) => {
+  const request = (message as { request: object }).request;
+  const callback = onRequestWritten.get(request);
+  if (!callback) return;
+  onRequestWritten.delete(request);
+  callback();
+});
 
 /** The body went past maxResponseBytes; thrown from inside fetch, so the SDK hands it back as a cause. */
 class ResponseTooLargeError extends Error {
@@ -132,7 +154,7 @@ export class ModelClient implements ChatModel {
    * builds them, so that classification, retries and messages are unchanged. Like the SDK's, the
    * timeout covers the whole answer, its body included.
    */
-  private async postChat(body: Record<string, unknown>, signal: AbortSignal | undefined): Promise<unknown> {
+  private async postChat(body: Record<string, unknown>, signal: AbortSignal | undefined, onSent: (() => void) | undefined): Promise<unknown> {
     if (signal?.aborted) throw new APIUserAbortError();
     const payload = jsonBytes(body);
     const controller = new AbortController();
@@ -147,14 +169,21 @@ export class ModelClient implements ChatModel {
       let res: Dispatcher.ResponseData;
       let raw: Buffer;
       try {
-        res = await this.dispatcher.request({
-          origin: this.chatURL.origin,
-          path: this.chatURL.pathname + this.chatURL.search,
-          method: 'POST',
-          headers: this.chatHeaders,
-          body: payload,
-          signal: controller.signal,
-        });
+        awaitingRequest = onSent;
+        let sending: Promise<Dispatcher.ResponseData>;
+        try {
+          sending = this.dispatcher.request({
+            origin: this.chatURL.origin,
+            path: this.chatURL.pathname + this.chatURL.search,
+            method: 'POST',
+            headers: this.chatHeaders,
+            body: payload,
+            signal: controller.signal,
+          });
+        } finally {
+          awaitingRequest = undefined;
+        }
+        res = await sending;
         raw = await readCappedBody(res, this.maxResponseBytes);
       } catch (err) {
         if (err instanceof ResponseTooLargeError) throw new APIConnectionError({ message: undefined, cause: err });
@@ -225,13 +254,21 @@ export class ModelClient implements ChatModel {
     return first;
   }
 
-  async complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void): Promise<CompletionOutcome> {
+  async complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void, onSent?: () => void): Promise<CompletionOutcome> {
+    let sent = false;
+    const once = onSent
+      ? () => {
+          if (sent) return;
+          sent = true;
+          onSent();
+        }
+      : undefined;
     for (let attempt = 1; ; attempt++) {
       if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
       this.lastErrorBody = '';
       const requestStarted = performance.now();
       try {
-        const completion = (await this.postChat(body, signal)) as ChatCompletion;
+        const completion = (await this.postChat(body, signal, once)) as ChatCompletion;
         if (!completion || !Array.isArray(completion.choices) || completion.choices.length === 0) {
           throw new ModelError(`the model server returned a response without choices: ${JSON.stringify(completion).slice(0, 300)}`);
         }

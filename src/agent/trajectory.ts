@@ -59,21 +59,18 @@ export class JsonlTrajectory implements TrajectorySink {
   failed: string | undefined;
 
   private pending: StepRecord[] = [];
-  private scheduled: NodeJS.Immediate | undefined;
 
   /**
-   * Redaction, the tee and the file write happen just after the loop has sent its next request,
-   * while the model works on it, instead of between a response and the next request: that was
-   * most of a step's own time. Records keep their order; flush() and close() write the rest.
+   * Only queues the record: redaction, the tee and the file write cost a step more than all the
+   * rest of the loop's own work, so they happen when flush() is called, which the agent loop does
+   * once its next request has left (and before it returns). Records keep their order; close()
+   * writes whatever is still queued.
    */
   write(record: StepRecord): void {
     this.pending.push(record);
-    this.scheduled ??= setImmediate(() => this.flush());
   }
 
   flush(): void {
-    if (this.scheduled) clearImmediate(this.scheduled);
-    this.scheduled = undefined;
     const records = this.pending;
     this.pending = [];
     for (const record of records) this.writeNow(record);
