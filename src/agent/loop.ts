@@ -1,4 +1,5 @@
 import { agentFinished, toolCall } from '../observability/metrics.ts';
+import { callCapSeconds } from '../sandbox/bash-timeout.ts';
 import { CancelledError, SandboxError, SandboxLostError } from '../sandbox/errors.ts';
 import type { ToolResult } from '../sandbox/sandbox.ts';
 import { ModelError, withJsonBytes, type ChatModel, type RetryRecord } from './model-client.ts';
@@ -226,10 +227,9 @@ async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
         return finish('max_time');
       }
       const toolStarted = Date.now();
-      // A Bash call may not outlast the run's budget either: its timeout is cut to what is left
-      // (the model sees the ordinary "Timed out after" text).
-      const left = budgets.maxWallSeconds - (Date.now() - started) / 1000;
-      const cap = Math.max(1, Math.min(budgets.bashTimeoutCapSeconds, Math.ceil(left)));
+      // A Bash call may not outlast the run's budget either: its cap is cut to what is left (the
+      // model sees the ordinary "Timed out after" text). The timeout itself is decided in bash-timeout.ts.
+      const cap = callCapSeconds(budgets.bashTimeoutCapSeconds, budgets.maxWallSeconds - (Date.now() - started) / 1000);
       let result: ToolResult;
       try {
         result = await input.tools.tool(call.function.name, call.function.arguments, cap);

@@ -27,8 +27,6 @@ import time
 READ_LIMIT = 20000
 BASH_LIMIT = 30000
 GLOB_LIMIT = 1000
-BASH_DEFAULT_TIMEOUT = 120.0
-BASH_MIN_TIMEOUT = 0.1
 
 REPO = os.environ.get("LILYPAD_REPO_DIR", "/testbed")
 TRUTHY = ("1", "true", "yes", "on")
@@ -286,29 +284,6 @@ class StreamCapture:
         return "".join(self.keep_parts), self.keep_chars
 
 
-def bash_timeout(args, cap):
-    value = args.get("timeout")
-    seconds = BASH_DEFAULT_TIMEOUT
-    if value is not None and not isinstance(value, bool):
-        try:
-            seconds = float(value)
-            if seconds > 1000:
-                seconds = seconds / 1000.0
-        except (TypeError, ValueError):
-            seconds = BASH_DEFAULT_TIMEOUT
-    ms = args.get("timeout_ms")
-    if ms is not None and not isinstance(ms, bool):
-        try:
-            seconds = float(ms) / 1000.0
-        except (TypeError, ValueError):
-            pass
-    if seconds != seconds:  # NaN
-        seconds = BASH_DEFAULT_TIMEOUT
-    seconds = max(BASH_MIN_TIMEOUT, seconds)
-    capped = cap is not None and seconds > cap
-    return (min(seconds, cap) if capped else seconds), capped
-
-
 CALL_SEQ = [0]
 
 
@@ -426,12 +401,16 @@ def run_process(argv, timeout, keep_chars, cwd, env_extra=None):
     return proc.returncode, timed_out, out_cap, err_cap, time.monotonic() - started
 
 
-def tool_bash(args, cap):
+def tool_bash(args, decided):
+    # `decided` is the host's: the seconds to enforce (src/sandbox/bash-timeout.ts applies the
+    # reference's timeout rules and Lilypad's cap), or the error the reference raised instead.
     command = args.get("command")
     if command is None or command == "":
         raise ToolInputError("ValueError: command is required")
     command = command if isinstance(command, str) else str(command)
-    timeout, capped = bash_timeout(args, cap)
+    if isinstance(decided, HostDecidedError):
+        raise ToolInputError(str(decided))
+    timeout = decided
     rc, timed_out, out_cap, err_cap, _ = run_process(["/bin/bash", "-lc", command], timeout, BASH_LIMIT, REPO)
     if timed_out:
         (out, out_len), (err, err_len) = out_cap.verbatim(), err_cap.verbatim()
@@ -443,12 +422,27 @@ def tool_bash(args, cap):
     total = len(head) + len("\nSTDOUT:\n") + out_len + len("\nSTDERR:\n") + err_len
     if total > BASH_LIMIT:
         observation = observation[:BASH_LIMIT] + "\n[truncated %d chars]" % (total - BASH_LIMIT)
-    return observation, {"capped": capped, "timed_out": timed_out, "timeout": timeout}
+    return observation, {"timed_out": timed_out}
 
 
 # ---------------------------------------------------------------- dispatch
 
-def run_tool(name, raw_arguments, bash_cap):
+class HostDecidedError(Exception):
+    pass
+
+
+def host_bash_timeout(req):
+    """The Bash timeout the host decided for this request; a request without one is refused."""
+    error = req.get("timeout_error")
+    if isinstance(error, str):
+        return HostDecidedError(error)
+    seconds = req.get("timeout")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (0 < seconds < float("inf")):
+        raise ValueError("a Bash request needs the host's timeout in seconds (a positive finite number), got %r" % (seconds,))
+    return float(seconds)
+
+
+def run_tool(name, raw_arguments, bash_timeout):
     args = parse_arguments(raw_arguments)
     meta = {}
     try:
@@ -461,7 +455,7 @@ def run_tool(name, raw_arguments, bash_cap):
         elif name == "Glob":
             text = tool_glob(args)
         elif name == "Bash":
-            text, meta = tool_bash(args, bash_cap)
+            text, meta = tool_bash(args, bash_timeout)
         else:
             text = "Unknown tool: %s" % name
             meta = {"unknown": True}
@@ -507,7 +501,8 @@ def handle(req):
     op = req.get("op")
     if op == "tool":
         started = time.monotonic()
-        text, meta = run_tool(req.get("name"), req.get("arguments", ""), req.get("bash_cap"))
+        bash_timeout = host_bash_timeout(req) if req.get("name") == "Bash" else None
+        text, meta = run_tool(req.get("name"), req.get("arguments", ""), bash_timeout)
         return {"observation": text, "meta": meta, "elapsed": time.monotonic() - started}
     if op == "exec":
         return op_exec(req)
