@@ -20,6 +20,7 @@ import os
 import re
 import selectors
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -67,6 +68,10 @@ def display_path(abs_path, given, root=None):
         root = root or os.path.realpath(REPO)
     except Exception:
         return given
+    return relative_display(real, given, root)
+
+
+def relative_display(real, given, root):
     if real == root:
         return "."
     prefix = root.rstrip("/") + "/"
@@ -140,6 +145,27 @@ def with_newline(text, eol):
 
 # ---------------------------------------------------------------- Write
 
+def write_file(path, data):
+    """open(path, "wb").write(data), without the truncation to zero first.
+
+    On ext4 (the engine's usual disk) a file truncated to zero and written again is flushed to
+    disk when it is closed (auto_da_alloc), which made every Edit and Write cost ~0.4 ms. Writing
+    over the old bytes and cutting the file to length gives the same file; a write that fails
+    part way leaves what open(path, "wb") would have left: the part written.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(fd, view[written:])
+        finally:
+            os.ftruncate(fd, written)
+    finally:
+        os.close(fd)
+
+
 def tool_write(args):
     given = file_path_arg(args)
     if "content" not in args:
@@ -159,8 +185,7 @@ def tool_write(args):
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    with open(path, "wb") as fh:
-        fh.write(data.encode("utf-8", errors="surrogatepass"))
+    write_file(path, data.encode("utf-8", errors="surrogatepass"))
     return "Wrote %s (%d bytes)." % (display_path(path, given), len(content))
 
 
@@ -207,8 +232,7 @@ def tool_edit(args):
         # Should not happen; fall back to the reference's behaviour in the file's dominant style.
         updated = with_newline(normalized.replace(old, new) if replace_all else normalized.replace(old, new, 1), eol)
         done = count if replace_all else 1
-    with open(path, "wb") as fh:
-        fh.write(updated.encode("utf-8", errors="surrogatepass"))
+    write_file(path, updated.encode("utf-8", errors="surrogatepass"))
     noun = "replacement" if done == 1 else "replacements"
     return "Edited %s (%d %s)." % (display_path(path, given), done, noun)
 
@@ -228,8 +252,7 @@ def tool_glob(args):
         matches = [os.path.join(base, m) for m in globmod.glob(pattern, root_dir=base, recursive=True)]
     else:
         matches = globmod.glob(os.path.join(glob_escape(base), pattern), recursive=True)
-    root = os.path.realpath(REPO)
-    files = sorted(display_path(m, m, root) for m in matches if os.path.isfile(m))
+    files = sorted(file_display_paths(matches, os.path.realpath(REPO)))
     if not files:
         return "No files matched."
     shown = files[:GLOB_LIMIT]
@@ -237,6 +260,36 @@ def tool_glob(args):
     if len(files) > GLOB_LIMIT:
         out += "\n... %d more files" % (len(files) - GLOB_LIMIT)
     return out
+
+
+def file_display_paths(matches, root):
+    """display_path() of each match that os.path.isfile() accepts, with one lstat per match.
+
+    realpath() of every match (an lstat per path component, in Python) was most of a Glob call.
+    A match that is not a symlink resolves to its directory's real path plus its own name, and a
+    directory is resolved once per call; symlinks take the full route.
+    """
+    real_dirs = {}
+    for m in matches:
+        try:
+            mode = os.lstat(m).st_mode
+        except OSError:
+            continue
+        head, name = os.path.split(m)
+        if stat.S_ISLNK(mode) or not head or name in ("", ".", ".."):
+            if os.path.isfile(m):
+                yield display_path(m, m, root)
+            continue
+        if not stat.S_ISREG(mode):
+            continue
+        real_head = real_dirs.get(head)
+        if real_head is None:
+            try:
+                real_head = real_dirs[head] = os.path.realpath(head)
+            except Exception:
+                yield display_path(m, m, root)
+                continue
+        yield relative_display(os.path.join(real_head, name), m, root)
 
 
 def glob_escape(path):
