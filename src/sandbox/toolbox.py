@@ -263,33 +263,55 @@ def tool_glob(args):
 
 
 def file_display_paths(matches, root):
-    """display_path() of each match that os.path.isfile() accepts, with one lstat per match.
+    """display_path() of each match that os.path.isfile() accepts, without a syscall per match.
 
     realpath() of every match (an lstat per path component, in Python) was most of a Glob call.
-    A match that is not a symlink resolves to its directory's real path plus its own name, and a
-    directory is resolved once per call; symlinks take the full route.
+    The matches' directories are listed once each (the entry types come with the listing) and
+    resolved once each; a match that is a plain file resolves to its directory's real path plus
+    its name. Symlinks, and anything the listing does not show, take the full route.
     """
-    real_dirs = {}
+    by_head = {}
     for m in matches:
-        try:
-            mode = os.lstat(m).st_mode
-        except OSError:
-            continue
-        head, name = os.path.split(m)
-        if stat.S_ISLNK(mode) or not head or name in ("", ".", ".."):
-            if os.path.isfile(m):
+        head, _, name = m.rpartition("/")
+        by_head.setdefault(head, []).append((m, name))
+    prefix = root.rstrip("/") + "/"
+    for head, entries in by_head.items():
+        kinds = dir_entry_kinds(head) if head and len(entries) > 1 else {}
+        real_head = None
+        for m, name in entries:
+            kind = kinds.get(name)
+            if kind is None:
+                kind = lstat_kind(m)
+            if kind == "file" and head and name not in (".", ".."):
+                if real_head is None:
+                    real_head = os.path.realpath(head)
+                real = real_head.rstrip("/") + "/" + name
+                yield "." if real == root else real[len(prefix):] if real.startswith(prefix) else m
+            elif kind == "file" or (kind == "link" and os.path.isfile(m)):
                 yield display_path(m, m, root)
-            continue
-        if not stat.S_ISREG(mode):
-            continue
-        real_head = real_dirs.get(head)
-        if real_head is None:
-            try:
-                real_head = real_dirs[head] = os.path.realpath(head)
-            except Exception:
-                yield display_path(m, m, root)
-                continue
-        yield relative_display(os.path.join(real_head, name), m, root)
+
+
+def dir_entry_kinds(path):
+    """"file", "link" or "other" for each entry of a directory, from one listing; {} if unlistable."""
+    kinds = {}
+    try:
+        with os.scandir(path) as it:
+            for entry in it:
+                try:
+                    kinds[entry.name] = "link" if entry.is_symlink() else "file" if entry.is_file(follow_symlinks=False) else "other"
+                except OSError:
+                    pass
+    except OSError:
+        return {}
+    return kinds
+
+
+def lstat_kind(path):
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    return "link" if stat.S_ISLNK(mode) else "file" if stat.S_ISREG(mode) else "other"
 
 
 def glob_escape(path):

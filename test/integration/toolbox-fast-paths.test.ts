@@ -46,7 +46,7 @@ def run(kind, setup, tool, args, fsize=None):
         for dirpath, dirnames, filenames in os.walk("/testbed"):
             for f in filenames:
                 p = os.path.join(dirpath, f)
-                if not os.path.islink(p):
+                if os.path.isfile(p) and not os.path.islink(p):
                     os.chmod(p, os.stat(p).st_mode | 0o400)
                     files[p] = base64.b64encode(open(p, "rb").read()).decode()
         out[route] = {"observation": text, "files": files}
@@ -68,7 +68,8 @@ interface Case {
 const TREE =
   'mkdir -p src/deep real/inner && echo a > a.py && echo b > src/b.py && echo c > src/deep/c.py && echo r > real/inner/r.py && ' +
   'ln -s real linkdir && ln -s ../real/inner src/inner-link && ln -s src/b.py b-link.py && ln -s missing.py dangling.py && ' +
-  'ln -s /tmp/outside out && echo o > /tmp/outside/o.py && ln -s . loop && mkdir "sp ace" && echo s > "sp ace/s é.py"';
+  'ln -s /tmp/outside out && echo o > /tmp/outside/o.py && ln -s . loop && mkdir "sp ace" && echo s > "sp ace/s é.py" && ' +
+  'ln -s b.py src/b-link2.py && mkfifo src/pipe.py';
 
 const CASES: Case[] = [
   { kind: 'Write a new file', setup: 'true', tool: 'Write', args: { file_path: 'new/dir/f.py', content: 'x = 1\n' } },
@@ -84,7 +85,10 @@ const CASES: Case[] = [
   { kind: 'Edit to a longer file', setup: 'printf "alpha = 1\\n" > s.py', tool: 'Edit', args: { file_path: 's.py', old_string: '1', new_string: '1 + 2 + 3' } },
   { kind: 'Edit every match', setup: 'printf "a a a\\n" > s.py', tool: 'Edit', args: { file_path: 's.py', old_string: 'a', new_string: 'bb', replace_all: true } },
   { kind: 'Edit past the file size limit', setup: 'printf "x%.0s" $(seq 1500) > s.py', tool: 'Edit', args: { file_path: 's.py', old_string: 'x', new_string: 'yy', replace_all: true }, fsize: 2048 },
-  ...['**/*.py', '**', '*', 'linkdir/**/*.py', 'src/*/*.py', 'loop/*.py', 'loop/loop/src/*.py', 'out/*', '../testbed/src/*.py', '/testbed/linkdir/inner/*', '/tmp/outside/*', '*.py', '**/*é.py'].map(
+  ...[
+    '**/*.py', '**', '*', 'src/*', '**/*', 'linkdir/**/*.py', 'src/*/*.py', 'loop/*.py', 'loop/loop/src/*.py', 'out/*', '../testbed/src/*.py',
+    '/testbed/linkdir/inner/*', '/tmp/outside/*', '*.py', '**/*é.py', 'src/', '*/', '**/', 'src/..', 'src//*.py', 'src/b.py', '/testbed/*',
+  ].map(
     (pattern): Case => ({ kind: `Glob ${pattern}`, setup: TREE, tool: 'Glob', args: { pattern } }),
   ),
   { kind: 'Glob with a symlinked path', setup: TREE, tool: 'Glob', args: { pattern: '**/*.py', path: 'linkdir' } },
