@@ -129,7 +129,7 @@ async function serveModel(totalSteps: number): Promise<void> {
 
 // ------------------------------------------------------------------ the bench's own process
 
-/** CPU time (user + system) this process has used, ms: unlike the gaps, hardly moved by other load. */
+/** CPU time (user + system, every thread) this process has used, ms: the work behind the gaps, without the waiting. */
 function cpuMs(): number {
   const { user, system } = process.cpuUsage();
   return (user + system) / 1000;
@@ -390,7 +390,7 @@ async function main(): Promise<void> {
     }
     const steps = session.agent.steps;
     console.log(
-      `CPU time per step, all ${steps} steps of the run averaged (ms; little moved by other load on the machine): ` +
+      `CPU time per step, all ${steps} steps of the run averaged (ms, every thread; a busy machine raises it too): ` +
         `the loop's process ${(cpu.loop / steps).toFixed(3)} (${(cpu.loopSystem / steps).toFixed(3)} of it in the kernel), the model server's ${(cpu.server / steps).toFixed(3)}`,
     );
     const fileOk = (['Read', 'Edit', 'Glob'] as const).every((t) => stats(gaps[t]).median < 1.5);
