@@ -120,6 +120,7 @@ async function serveModel(totalSteps: number): Promise<void> {
   process.on('message', (msg: unknown) => {
     // Absolute times (this process's origin added) so that the bench can line them up with its own.
     if (msg === 'clock') process.send?.({ clock: performance.timeOrigin + performance.now() });
+    if (msg === 'cpu') process.send?.({ cpu: cpuMs() });
     if (msg === 'report') process.send?.({ report: { ...report, arrived: report.arrived.map((t) => t + performance.timeOrigin), finished: report.finished.map((t) => t + performance.timeOrigin) } });
     if (msg === 'close') void server.close().then(() => process.exit(0));
   });
@@ -127,6 +128,15 @@ async function serveModel(totalSteps: number): Promise<void> {
 }
 
 // ------------------------------------------------------------------ the bench's own process
+
+/** CPU time (user + system, every thread) this process has used, ms: the work behind the gaps, without the waiting. */
+function cpuMs(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+}
+function systemMs(): number {
+  return process.cpuUsage().system / 1000;
+}
 
 function stats(samples: number[]): { median: number; p95: number } {
   const s = [...samples].sort((a, b) => a - b);
@@ -243,6 +253,7 @@ async function main(): Promise<void> {
     : undefined;
 
   let side: Side | undefined;
+  let cpu = { loop: NaN, loopSystem: NaN, server: NaN };
   try {
     const url = await ask(child, undefined, (m) => (typeof m['url'] === 'string' ? m['url'] : undefined));
     const floor: number[] = [];
@@ -255,11 +266,11 @@ async function main(): Promise<void> {
     const returned: number[] = [];
     let lastBody: Record<string, unknown> = {};
     class TimedClient extends ModelClient {
-      override async complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void): Promise<CompletionOutcome> {
+      override async complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void, onSent?: () => void): Promise<CompletionOutcome> {
         issued.push(performance.timeOrigin + performance.now());
         lastBody = body;
         try {
-          return await super.complete(body, signal, onRetry);
+          return await super.complete(body, signal, onRetry, onSent);
         } finally {
           returned.push(performance.timeOrigin + performance.now());
         }
@@ -286,8 +297,15 @@ async function main(): Promise<void> {
       trajectory,
       phase: async (name, fn) => {
         // The docker exec and floor rows run on the agent's own container, just before the agent.
-        if (name === 'agent') side = await measureBeside(docker, benchLabel);
-        return fn();
+        if (name !== 'agent') return fn();
+        side = await measureBeside(docker, benchLabel);
+        const serverCpu = () => ask(child, 'cpu', (m) => (typeof m['cpu'] === 'number' ? m['cpu'] : undefined));
+        const [loop0, system0, server0] = [cpuMs(), systemMs(), await serverCpu()];
+        try {
+          return await fn();
+        } finally {
+          cpu = { loop: cpuMs() - loop0, loopSystem: systemMs() - system0, server: (await serverCpu()) - server0 };
+        }
       },
     });
     await trajectory.close();
@@ -370,6 +388,11 @@ async function main(): Promise<void> {
       const p = parts[t];
       console.log(`  ${t.padEnd(5)} ${stats(p.toLoop).median.toFixed(2).padStart(6)} | ${stats(p.loop).median.toFixed(2).padStart(6)} | ${stats(p.toServer).median.toFixed(2).padStart(6)}`);
     }
+    const steps = session.agent.steps;
+    console.log(
+      `CPU time per step, all ${steps} steps of the run averaged (ms, every thread; a busy machine raises it too): ` +
+        `the loop's process ${(cpu.loop / steps).toFixed(3)} (${(cpu.loopSystem / steps).toFixed(3)} of it in the kernel), the model server's ${(cpu.server / steps).toFixed(3)}`,
+    );
     const fileOk = (['Read', 'Edit', 'Glob'] as const).every((t) => stats(gaps[t]).median < 1.5);
     const bashOk = stats(gaps.Bash).median < 1.3 * floorMedian;
     console.log(`targets: Read/Edit/Glob step < 1.5 ms median: ${fileOk ? 'met' : 'MISSED'}; Bash true step < 1.3x floor median: ${bashOk ? 'met' : 'MISSED'}`);

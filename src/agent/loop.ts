@@ -1,4 +1,5 @@
 import { agentFinished, toolCall } from '../observability/metrics.ts';
+import { callCapSeconds } from '../sandbox/bash-timeout.ts';
 import { SandboxError, SandboxLostError } from '../sandbox/errors.ts';
 import { CancelledError } from '../shared/cancel.ts';
 import type { ToolResult } from '../sandbox/sandbox.ts';
@@ -142,11 +143,17 @@ async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
     };
 
     let outcome;
+    const writeRecords = recordsWriter(input.trajectory);
     try {
-      outcome = await input.client.complete(encoder.body(messages), signal, (r) => {
-        stepRetries.push(r);
-        retries++;
-      });
+      outcome = await input.client.complete(
+        encoder.body(messages),
+        signal,
+        (r) => {
+          stepRetries.push(r);
+          retries++;
+        },
+        () => setImmediate(writeRecords),
+      );
     } catch (err) {
       record.model_ms = Date.now() - stepStarted.getTime();
       if (err instanceof CancelledError) {
@@ -161,6 +168,8 @@ async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
     }
     record.model_ms = Date.now() - stepStarted.getTime();
     record.attempts = outcome.attempts;
+    // A model client that never said its request had left: the records are written now.
+    writeRecords();
 
     if (outcome.kind === 'context_length') {
       // The server refused the prompt as too long: end gracefully, the work so far still counts.
@@ -219,10 +228,9 @@ async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
         return finish('max_time');
       }
       const toolStarted = Date.now();
-      // A Bash call may not outlast the run's budget either: its timeout is cut to what is left
-      // (the model sees the ordinary "Timed out after" text).
-      const left = budgets.maxWallSeconds - (Date.now() - started) / 1000;
-      const cap = Math.max(1, Math.min(budgets.bashTimeoutCapSeconds, Math.ceil(left)));
+      // A Bash call may not outlast the run's budget either: its cap is cut to what is left (the
+      // model sees the ordinary "Timed out after" text). The timeout itself is decided in bash-timeout.ts.
+      const cap = callCapSeconds(budgets.bashTimeoutCapSeconds, budgets.maxWallSeconds - (Date.now() - started) / 1000);
       let result: ToolResult;
       try {
         result = await input.tools.tool(call.function.name, call.function.arguments, cap);
@@ -264,6 +272,21 @@ async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
     input.trajectory.write(record);
     input.onProgress?.({ step: steps, tokens: tracked });
   }
+}
+
+/**
+ * The previous step's record (redaction, the run recorder, the file) costs more than the rest of
+ * the loop's own work in a step, so it is written while the model works on the next answer: once
+ * the model client says the request has been written (in an immediate, after the I/O that is
+ * waiting), else when the answer is in. Returns a function that writes at most once.
+ */
+function recordsWriter(trajectory: TrajectorySink): () => void {
+  let written = false;
+  return () => {
+    if (written) return;
+    written = true;
+    trajectory.flush?.();
+  };
 }
 
 /**

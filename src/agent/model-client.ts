@@ -1,6 +1,7 @@
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletion } from 'openai/resources/chat/completions';
-import { Agent, fetch as undiciFetch, type Dispatcher } from 'undici';
+import { Agent, fetch as undiciFetch } from 'undici';
+import { firstHeader, postJson, ResponseTooLargeError, tooLargeError } from './chat-post.ts';
 import { modelRequest, modelRetried } from '../observability/metrics.ts';
 import { CancelledError, reasonText } from '../shared/cancel.ts';
 
@@ -36,7 +37,8 @@ export type CompletionOutcome =
  * failed for good; call `onRetry` for every attempt that is retried.
  */
 export interface ChatModel {
-  complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void): Promise<CompletionOutcome>;
+  /** `onSent`, when given, is called once the request has been written to the connection whole. */
+  complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void, onSent?: () => void): Promise<CompletionOutcome>;
 }
 
 export interface ModelClientOptions {
@@ -74,11 +76,6 @@ export function jsonBytes(body: object): Buffer {
 /** The JSON text sent for `body`. */
 export function jsonText(body: object): string {
   return jsonBytes(body).toString('utf8');
-}
-
-/** The body went past maxResponseBytes; thrown from inside fetch, so the SDK hands it back as a cause. */
-class ResponseTooLargeError extends Error {
-  override name = 'ResponseTooLargeError';
 }
 
 const CONTEXT_LENGTH_RE = /context length|maximum context length|reduce the length|context window|too many tokens/i;
@@ -125,62 +122,32 @@ export class ModelClient implements ChatModel {
   }
 
   /**
-   * One chat-completions attempt straight on the dispatcher. The SDK's fetch path (a web Request, a
-   * web stream for the body, a second Response around the capped body, its JSON re-encoding of the
-   * whole conversation) cost milliseconds per turn, most of the agent loop's own time; the body is
-   * written here in one piece. Failures are the SDK's own error classes, built the way the SDK
-   * builds them, so that classification, retries and messages are unchanged. Like the SDK's, the
-   * timeout covers the whole answer, its body included.
+   * One chat-completions attempt straight on the dispatcher (chat-post.ts). The SDK's fetch path (a
+   * web Request, a web stream for the body, a second Response around the capped body, its JSON
+   * re-encoding of the whole conversation) cost milliseconds per turn; the body is written here in
+   * one piece. Errors are built the way the SDK builds them, so that classification, retries and
+   * messages are unchanged. Like the SDK's, the timeout covers the whole answer, its body included.
    */
-  private async postChat(body: Record<string, unknown>, signal: AbortSignal | undefined): Promise<unknown> {
-    if (signal?.aborted) throw new APIUserAbortError();
-    const payload = jsonBytes(body);
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, this.options.timeoutMs);
-    const onAbort = () => controller.abort();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      let res: Dispatcher.ResponseData;
-      let raw: Buffer;
-      try {
-        res = await this.dispatcher.request({
-          origin: this.chatURL.origin,
-          path: this.chatURL.pathname + this.chatURL.search,
-          method: 'POST',
-          headers: this.chatHeaders,
-          body: payload,
-          signal: controller.signal,
-        });
-        raw = await readCappedBody(res, this.maxResponseBytes);
-      } catch (err) {
-        if (err instanceof ResponseTooLargeError) throw new APIConnectionError({ message: undefined, cause: err });
-        if (signal?.aborted) throw new APIUserAbortError();
-        const e = err instanceof Error ? err : new Error(String(err));
-        // As the SDK tells a timeout: its own timer, or the dispatcher's headers/body timeouts.
-        if (timedOut || e.name === 'AbortError' || /timed? ?out/i.test(String(e) + (e.cause ? String(e.cause) : ''))) throw new APIConnectionTimeoutError();
-        throw new APIConnectionError({ message: undefined, cause: e });
-      }
-      if (res.statusCode < 200 || res.statusCode >= 300) {
-        const errText = raw.toString('utf8');
-        this.lastErrorBody = errText;
-        const errJSON = safeJSON(errText);
-        throw APIError.generate(res.statusCode, errJSON as object | undefined, errJSON ? undefined : errText, headersOf(res.headers));
-      }
-      if (res.statusCode === 204) return null;
-      const mediaType = firstHeader(res.headers, 'content-type')?.split(';')[0]?.trim();
-      if (mediaType?.includes('application/json') || mediaType?.endsWith('+json')) {
-        if (firstHeader(res.headers, 'content-length') === '0') return undefined;
-        return JSON.parse(raw.toString('utf8')) as unknown;
-      }
-      return raw.toString('utf8');
-    } finally {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
+  private async postChat(body: Record<string, unknown>, signal: AbortSignal | undefined, onSent: (() => void) | undefined): Promise<unknown> {
+    const res = await postJson(this.dispatcher, this.chatURL, this.chatHeaders, jsonBytes(body), {
+      timeoutMs: this.options.timeoutMs,
+      maxResponseBytes: this.maxResponseBytes,
+      signal,
+      onSent,
+    });
+    if (res.status < 200 || res.status >= 300) {
+      const errText = res.body.toString('utf8');
+      this.lastErrorBody = errText;
+      const errJSON = safeJSON(errText);
+      throw APIError.generate(res.status, errJSON as object | undefined, errJSON ? undefined : errText, headersOf(res.headers));
     }
+    if (res.status === 204) return null;
+    const mediaType = firstHeader(res.headers, 'content-type')?.split(';')[0]?.trim();
+    if (mediaType?.includes('application/json') || mediaType?.endsWith('+json')) {
+      if (firstHeader(res.headers, 'content-length') === '0') return undefined;
+      return JSON.parse(res.body.toString('utf8')) as unknown;
+    }
+    return res.body.toString('utf8');
   }
 
   /**
@@ -225,13 +192,21 @@ export class ModelClient implements ChatModel {
     return first;
   }
 
-  async complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void): Promise<CompletionOutcome> {
+  async complete(body: Record<string, unknown>, signal: AbortSignal | undefined, onRetry: (r: RetryRecord) => void, onSent?: () => void): Promise<CompletionOutcome> {
+    let sent = false;
+    const once = onSent
+      ? () => {
+          if (sent) return;
+          sent = true;
+          onSent();
+        }
+      : undefined;
     for (let attempt = 1; ; attempt++) {
       if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
       this.lastErrorBody = '';
       const requestStarted = performance.now();
       try {
-        const completion = (await this.postChat(body, signal)) as ChatCompletion;
+        const completion = (await this.postChat(body, signal, once)) as ChatCompletion;
         if (!completion || !Array.isArray(completion.choices) || completion.choices.length === 0) {
           throw new ModelError(`the model server returned a response without choices: ${JSON.stringify(completion).slice(0, 300)}`);
         }
@@ -291,30 +266,6 @@ async function readCapped(res: UndiciResponse, max: number): Promise<Buffer> {
   return Buffer.concat(chunks, total);
 }
 
-/** readCapped for the dispatcher's own response body. */
-async function readCappedBody(res: Dispatcher.ResponseData, max: number): Promise<Buffer> {
-  if (Number(firstHeader(res.headers, 'content-length') ?? NaN) > max) {
-    res.body.destroy();
-    throw tooLargeError(max);
-  }
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of res.body as AsyncIterable<Buffer>) {
-    total += chunk.length;
-    if (total > max) {
-      res.body.destroy();
-      throw tooLargeError(max);
-    }
-    chunks.push(chunk);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
-}
-
-function firstHeader(raw: Record<string, string | string[] | undefined>, name: string): string | undefined {
-  const value = raw[name];
-  return Array.isArray(value) ? value[0] : value;
-}
-
 function headersOf(raw: Record<string, string | string[] | undefined>): Headers {
   const headers = new Headers();
   for (const [key, value] of Object.entries(raw)) {
@@ -330,18 +281,6 @@ function safeJSON(text: string): unknown {
   } catch {
     return undefined;
   }
-}
-
-function tooLargeError(max: number): ResponseTooLargeError {
-  return new ResponseTooLargeError(
-    `the model server's response is larger than ${formatSize(max)} (LILYPAD_MODEL_MAX_RESPONSE_MB); stopped reading it. ` +
-      'Check the server (a runaway generation, or not a chat-completions endpoint) or raise the limit.',
-  );
-}
-
-function formatSize(bytes: number): string {
-  const mib = bytes / (1024 * 1024);
-  return Number.isInteger(mib) ? `${mib} MiB` : bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`;
 }
 
 function describe(err: unknown, rawBody: string): string {

@@ -59,28 +59,25 @@ export class JsonlTrajectory implements TrajectorySink {
   failed: string | undefined;
 
   private pending: StepRecord[] = [];
-  private scheduled: NodeJS.Immediate | undefined;
 
   /**
-   * Redaction, the tee and the file write happen just after the loop has sent its next request,
-   * while the model works on it, instead of between a response and the next request: that was
-   * most of a step's own time. Records keep their order; flush() and close() write the rest.
+   * Only queues the record: redaction, the tee and the file write cost a step more than all the
+   * rest of the loop's own work, so they happen when flush() is called, which the agent loop does
+   * once its next request has left (and before it returns). Records keep their order; close()
+   * writes whatever is still queued.
    */
   write(record: StepRecord): void {
     this.pending.push(record);
-    this.scheduled ??= setImmediate(() => this.flush());
   }
 
   flush(): void {
-    if (this.scheduled) clearImmediate(this.scheduled);
-    this.scheduled = undefined;
     const records = this.pending;
     this.pending = [];
     for (const record of records) this.writeNow(record);
   }
 
   private writeNow(record: StepRecord): void {
-    const redacted = this.scanner.redactDeep(record);
+    const redacted = mayHoldSecrets(record, this.scanner) ? this.scanner.redactDeep(record) : record;
     if (this.tee) {
       try {
         this.tee(redacted);
@@ -97,6 +94,25 @@ export class JsonlTrajectory implements TrajectorySink {
     if (this.failed || this.stream.destroyed) return Promise.resolve();
     return new Promise((resolve) => this.stream.end(resolve));
   }
+}
+
+/**
+ * Whether redacting `record` could change it. When the scanner finds nothing in all its strings
+ * joined by newlines, it finds nothing in any one of them (a newline keeps each string's edges
+ * word boundaries, and no pattern's match needs to cross one), so redaction would change nothing.
+ * One scan of one text instead of one per field: the field-by-field walk was most of the cost of
+ * writing a step down.
+ */
+function mayHoldSecrets(record: StepRecord, scanner: SecretScanner): boolean {
+  const texts: string[] = [];
+  collectStrings(record, texts);
+  return scanner.findings(texts.join('\n')).length > 0;
+}
+
+function collectStrings(value: unknown, into: string[]): void {
+  if (typeof value === 'string') into.push(value);
+  else if (Array.isArray(value)) for (const item of value) collectStrings(item, into);
+  else if (typeof value === 'object' && value !== null) for (const key in value) collectStrings((value as Record<string, unknown>)[key], into);
 }
 
 export class MemoryTrajectory implements TrajectorySink {

@@ -1,5 +1,7 @@
-import { PassThrough, type Duplex } from 'node:stream';
+import type { Duplex } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import type Docker from 'dockerode';
+import { AttachFrames } from './attach-frames.ts';
 import { z } from 'zod';
 import { SandboxError } from './errors.ts';
 import { withDeadline } from './deadline.ts';
@@ -10,9 +12,14 @@ interface Pending {
   schema: z.ZodType;
 }
 
-/** Every reply carries the id of the request it answers and whether it succeeded. */
-const envelopeSchema = z.object({ id: z.number().int().positive(), ok: z.boolean() }).passthrough();
 const failureSchema = z.object({ error: z.string() }).passthrough();
+
+/** Every reply carries the id of the request it answers and whether it succeeded. */
+function envelopeOf(raw: unknown): { id: number; ok: boolean } | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const { id, ok } = raw as { id?: unknown; ok?: unknown };
+  return typeof id === 'number' && Number.isSafeInteger(id) && id > 0 && typeof ok === 'boolean' ? { id, ok } : undefined;
+}
 
 interface ChannelOptions {
   argv: string[];
@@ -48,7 +55,7 @@ export class ToolboxChannel {
     private readonly maxLineBytes: number,
   ) {}
 
-  static async open(docker: Docker, container: Docker.Container, opts: ChannelOptions): Promise<ToolboxChannel> {
+  static async open(_docker: Docker, container: Docker.Container, opts: ChannelOptions): Promise<ToolboxChannel> {
     const timeout = opts.openTimeoutMs ?? DEFAULT_OPEN_TIMEOUT_MS;
     const exec = await withDeadline(
       container.exec({
@@ -66,19 +73,18 @@ export class ToolboxChannel {
     );
     const stream = (await withDeadline(exec.start({ hijack: true, stdin: true }), timeout, 'starting the toolbox session')) as Duplex;
     const channel = new ToolboxChannel(stream, opts.maxLineBytes);
-    const stdout = new PassThrough();
-    const stderr = new PassThrough();
-    docker.modem.demuxStream(stream, stdout, stderr);
-    stdout.on('data', (chunk: Buffer) => channel.onData(chunk));
-    stderr.setEncoding('utf8');
-    stderr.on('data', (chunk: string) => {
-      channel.stderrTail = (channel.stderrTail + chunk).slice(-4000);
-    });
+    const stderr = new StringDecoder('utf8');
+    const frames = new AttachFrames(
+      (chunk) => channel.onData(chunk),
+      (chunk) => {
+        channel.stderrTail = (channel.stderrTail + stderr.write(chunk)).slice(-4000);
+      },
+    );
+    stream.on('data', (chunk: Buffer) => frames.push(chunk));
     const onEnd = () => channel.fail(new SandboxError(channel.exitMessage()));
     stream.on('end', onEnd);
     stream.on('close', onEnd);
     stream.on('error', (err: Error) => channel.fail(new SandboxError(`toolbox stream error: ${err.message}`, { cause: err })));
-    for (const s of [stdout, stderr]) s.on('error', (err: Error) => channel.fail(new SandboxError(`toolbox stream error: ${err.message}`, { cause: err })));
     return channel;
   }
 
@@ -123,12 +129,12 @@ export class ToolboxChannel {
       this.kill(`the toolbox sent a line that is not JSON (${JSON.stringify(text.slice(0, 120))})`);
       return false;
     }
-    const envelope = envelopeSchema.safeParse(raw);
-    if (!envelope.success) {
+    const envelope = envelopeOf(raw);
+    if (!envelope) {
       this.kill(`the toolbox sent a reply without a valid id and status (${JSON.stringify(text.slice(0, 120))})`);
       return false;
     }
-    const { id, ok } = envelope.data;
+    const { id, ok } = envelope;
     const waiter = this.pending.get(id);
     if (!waiter) {
       this.kill(`the toolbox answered request ${id}, which was not waiting for an answer (a duplicate or forged reply)`);

@@ -13,21 +13,23 @@ export const helloSchema = z.object({
   nondumpable: z.boolean(),
 });
 
-const toolMetaSchema = z
+const toolReplyMetaSchema = z
   .object({
-    capped: z.boolean().optional(),
     timed_out: z.boolean().optional(),
-    timeout: z.number().optional(),
     error: z.boolean().optional(),
     unknown: z.boolean().optional(),
-    interrupted: z.boolean().optional(),
   })
   .strict();
-export type ToolMeta = z.infer<typeof toolMetaSchema>;
+
+/**
+ * What the host knows about a tool call: the toolbox's own flags, and the ones only the host can
+ * set (the Bash timeout it decided, whether the cap cut it, whether the toolbox had to be replaced).
+ */
+export type ToolMeta = z.infer<typeof toolReplyMetaSchema> & { capped?: boolean; timeout?: number; interrupted?: boolean };
 
 export const toolReplySchema = z.object({
   observation: z.string(),
-  meta: toolMetaSchema,
+  meta: toolReplyMetaSchema,
   elapsed: z.number().min(0),
 });
 

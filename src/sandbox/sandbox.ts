@@ -11,6 +11,7 @@ import { SandboxDeadlineError, withDeadline } from './deadline.ts';
 import { createHardenedContainer, resolveAgentUser } from './container-spec.ts';
 import { execOnce } from './exec-once.ts';
 import { execReplySchema, helloSchema, reaperReplySchema, toolReplySchema, type ToolMeta } from './protocol.ts';
+import { bashTimeout } from './bash-timeout.ts';
 
 const TOOLBOX_SOURCE = readFileSync(new URL('./toolbox.py', import.meta.url), 'utf8');
 const REAPER_SOURCE = readFileSync(new URL('./reaper.py', import.meta.url), 'utf8');
@@ -312,13 +313,21 @@ export class Sandbox {
     if (code !== 0) throw new SandboxError(`tar of ${hostDir} failed (exit ${code}): ${stderr.trim()}`);
   }
 
-  /** Runs one of the model's tool calls inside the container and returns its exact observation. */
+  /**
+   * Runs one of the model's tool calls inside the container and returns its exact observation. A
+   * Bash call runs for the timeout bashTimeout() decides under `bashCapSeconds`; the toolbox
+   * enforces that number and the host waits for it plus the margin.
+   */
   async tool(name: string, rawArguments: string, bashCapSeconds: number): Promise<ToolResult> {
-    const deadlineMs = name === 'Bash' ? bashCapSeconds * 1000 + this.marginMs : FILE_TOOL_DEADLINE_MS;
+    const bash = name === 'Bash' ? bashTimeout(rawArguments, { capSeconds: bashCapSeconds, marginMs: this.marginMs }) : undefined;
+    const deadlineMs = bash ? bash.deadlineMs : FILE_TOOL_DEADLINE_MS;
     try {
       const channel = this.requireChannel();
-      const res = await withDeadline(channel.request({ op: 'tool', name, arguments: rawArguments, bash_cap: bashCapSeconds }, toolReplySchema), deadlineMs, `a ${name} call`);
-      return { observation: res.observation, meta: res.meta, elapsed: res.elapsed };
+      const decided = bash ? ('error' in bash ? { timeout_error: bash.error } : { timeout: bash.seconds }) : {};
+      const res = await withDeadline(channel.request({ op: 'tool', name, arguments: rawArguments, ...decided }, toolReplySchema), deadlineMs, `a ${name} call`);
+      // The host decided the timeout, so the host reports it; the toolbox says whether it ran out.
+      const meta: ToolMeta = bash && 'seconds' in bash && res.meta.timed_out !== undefined ? { capped: bash.capped, timed_out: res.meta.timed_out, timeout: bash.seconds } : res.meta;
+      return { observation: res.observation, meta, elapsed: res.elapsed };
     } catch (err) {
       if (this.fatal || this.destroyed) {
         await this.removal;

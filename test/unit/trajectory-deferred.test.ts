@@ -1,3 +1,4 @@
+import diagnostics from 'node:diagnostics_channel';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -6,9 +7,10 @@ import path from 'node:path';
 import type { ChatCompletion } from 'openai/resources/chat/completions';
 
 import { runAgent } from '../../src/agent/loop.ts';
-import type { ChatModel, CompletionOutcome } from '../../src/agent/model-client.ts';
+import { ModelClient, type ChatModel, type CompletionOutcome } from '../../src/agent/model-client.ts';
 import { JsonlTrajectory, type StepRecord } from '../../src/agent/trajectory.ts';
 import { SecretScanner } from '../../src/observability/secrets.ts';
+import { startModelServer } from '../support/model-server.ts';
 
 const SECRET = 'sk-' + 'z'.repeat(40);
 
@@ -73,4 +75,27 @@ test('a tee that throws costs the tee only; close() writes records that were sti
   const lines = readFileSync(file, 'utf8').trim().split('\n');
   assert.deepEqual(lines.map((l) => (JSON.parse(l) as StepRecord).step), [1, 2]);
   assert.ok(!lines.join('\n').includes(SECRET));
+});
+
+test("a step's record is written after the next request has been handed to the connection, not before", async () => {
+  // undici writes a request on a reused keep-alive connection only in the event loop's next check
+  // phase; a record written in an immediate queued before that delayed every request by its cost.
+  const server = await startModelServer({
+    script: ({ index }) => (index < 4 ? { content: '', toolCalls: [{ name: 'Read', arguments: { file_path: 'a.py' } }] } : { content: 'done' }),
+  });
+  const order: string[] = [];
+  const onSend = () => order.push('request');
+  diagnostics.subscribe('undici:client:sendHeaders', onSend);
+  try {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'lilypad-traj-'));
+    const trajectory = new JsonlTrajectory(path.join(dir, 'trajectory.jsonl'), new SecretScanner([]), (r) => order.push(`record ${r.step}`));
+    const client = new ModelClient({ baseURL: server.url, timeoutMs: 10_000, maxRetries: 0 });
+    const result = await runAgent({ title: 't', body: 'b', model: 'm', client, tools: { tool: async () => ({ observation: '1. x', meta: {}, elapsed: 0 }) }, budgets, trajectory });
+    await trajectory.close();
+    assert.equal(result.steps, 5);
+    assert.deepEqual(order, ['request', 'request', 'record 1', 'request', 'record 2', 'request', 'record 3', 'request', 'record 4', 'record 5']);
+  } finally {
+    diagnostics.unsubscribe('undici:client:sendHeaders', onSend);
+    await server.close();
+  }
 });
