@@ -77,7 +77,7 @@ export class JsonlTrajectory implements TrajectorySink {
   }
 
   private writeNow(record: StepRecord): void {
-    const redacted = mayHoldSecrets(record, this.scanner) ? this.scanner.redactDeep(record) : record;
+    const redacted = this.scanner.redactDeepIfNeeded(record);
     if (this.tee) {
       try {
         this.tee(redacted);
@@ -94,25 +94,6 @@ export class JsonlTrajectory implements TrajectorySink {
     if (this.failed || this.stream.destroyed) return Promise.resolve();
     return new Promise((resolve) => this.stream.end(resolve));
   }
-}
-
-/**
- * Whether redacting `record` could change it. When the scanner finds nothing in all its strings
- * joined by newlines, it finds nothing in any one of them (a newline keeps each string's edges
- * word boundaries, and no pattern's match needs to cross one), so redaction would change nothing.
- * One scan of one text instead of one per field: the field-by-field walk was most of the cost of
- * writing a step down.
- */
-function mayHoldSecrets(record: StepRecord, scanner: SecretScanner): boolean {
-  const texts: string[] = [];
-  collectStrings(record, texts);
-  return scanner.findings(texts.join('\n')).length > 0;
-}
-
-function collectStrings(value: unknown, into: string[]): void {
-  if (typeof value === 'string') into.push(value);
-  else if (Array.isArray(value)) for (const item of value) collectStrings(item, into);
-  else if (typeof value === 'object' && value !== null) for (const key in value) collectStrings((value as Record<string, unknown>)[key], into);
 }
 
 export class MemoryTrajectory implements TrajectorySink {

@@ -52,6 +52,18 @@ export class SecretScanner {
   }
 
   /**
+   * redactDeep, when it could change anything: one scan of every string joined by newlines first
+   * (a newline keeps each string's edges word boundaries, and no pattern's match needs to cross
+   * one), and the field-by-field walk only when that scan finds something. Returns `value` itself
+   * when there is nothing to redact.
+   */
+  redactDeepIfNeeded<T>(value: T): T {
+    const texts: string[] = [];
+    collectStrings(value, texts, 0);
+    return this.findings(texts.join('\n')).length > 0 ? this.redactDeep(value) : value;
+  }
+
+  /**
    * Deep-redacts every string inside plain objects and arrays (cycle-safe, depth-limited). Class
    * instances other than errors are left to their own serializers.
    */
@@ -73,4 +85,12 @@ export class SecretScanner {
     for (const [k, v] of Object.entries(value)) out[k] = this.redactDeep(v, seen, depth + 1);
     return out as T;
   }
+}
+
+function collectStrings(value: unknown, into: string[], depth: number): void {
+  if (typeof value === 'string') into.push(value);
+  else if (depth > 12 || value === null || typeof value !== 'object') return;
+  else if (Array.isArray(value)) for (const item of value) collectStrings(item, into, depth + 1);
+  else if (value instanceof Error) into.push(value.message, value.stack ?? '');
+  else for (const key in value) collectStrings((value as Record<string, unknown>)[key], into, depth + 1);
 }
