@@ -6,10 +6,12 @@ import type { ToolResult } from '../sandbox/sandbox.ts';
 import { ModelError, withJsonBytes, type ChatModel, type RetryRecord } from './model-client.ts';
 import { SYSTEM_PROMPT, buildUserMessage } from './prompt.ts';
 import { interpretResponse, type StoredAssistantMessage, type ToolMessage } from './response.ts';
+import { STUCK_OFF, StuckWatch, type StuckLimits } from './stuck.ts';
 import { LEAF_TOOLS } from './tools.ts';
 import type { StepRecord, ToolStepRecord, TrajectorySink } from './trajectory.ts';
 
-export type ExitReason = 'agent' | 'max_turns' | 'max_context_len' | 'max_tokens_per_turn' | 'max_time' | 'llm_query_error' | 'tool_error' | 'cancelled';
+/** The reference's exit reasons, and Lilypad's `stuck` (see stuck.ts), which the model never sees. */
+export type ExitReason = 'agent' | 'max_turns' | 'max_context_len' | 'max_tokens_per_turn' | 'max_time' | 'llm_query_error' | 'tool_error' | 'cancelled' | 'stuck';
 
 export interface AgentBudgets {
   maxSteps: number;
@@ -19,6 +21,8 @@ export interface AgentBudgets {
   maxWallSeconds: number;
   /** Longest Bash timeout the model may ask for; longer requests are cut to this. */
   bashTimeoutCapSeconds: number;
+  /** When an attempt going nowhere is ended (stuck.ts); absent: never. */
+  stuck?: StuckLimits | undefined;
 }
 
 export interface ToolExecutor {
@@ -102,6 +106,7 @@ async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
   let finalAnswer = '';
 
   const encoder = new RequestEncoder(input.model, budgets, input.seed);
+  const watch = new StuckWatch(budgets.stuck ?? STUCK_OFF);
   const outOfTime = (): boolean => (Date.now() - started) / 1000 >= budgets.maxWallSeconds;
 
   const finish = (exitReason: ExitReason, error?: string): AgentRunResult => {
@@ -268,9 +273,18 @@ async function runLoop(input: AgentRunInput): Promise<AgentRunResult> {
       messages.push({ role: 'tool', tool_call_id: call.id, content: result.observation });
       tracked += estimateTokens(result.observation);
       input.onProgress?.({ step: steps, tokens: tracked, lastTool: call.function.name });
+      // Going nowhere: the rest of the turn is not run and no further request is made (as at max_time).
+      const repeated = watch.call(call.function.name, call.function.arguments, result.observation);
+      if (repeated) {
+        record.error = `stuck: ${repeated}`;
+        input.trajectory.write(record);
+        return finish('stuck', repeated);
+      }
     }
     input.trajectory.write(record);
     input.onProgress?.({ step: steps, tokens: tracked });
+    const idle = watch.step();
+    if (idle) return finish('stuck', idle);
   }
 }
 

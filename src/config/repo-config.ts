@@ -57,6 +57,11 @@ const repoConfigSchema = z
     // evidence is verified (a test fails without it and passes with it, nothing broken or weakened);
     // otherwise the status comment says what was tried and a writer can still `/lilypad publish` it.
     publish: z.enum(['always', 'verified']).default('always'),
+    // An attempt going nowhere ends early as `stuck`, its work kept (0 turns a rule off): the same
+    // tool call with the same observation this many times, or this many steps in a row that change
+    // no file and run no new command. Nothing is ever said to the model about it.
+    stuck_repeats: z.number().int().min(0).max(100).default(4),
+    stuck_idle_steps: z.number().int().min(0).max(1000).default(40),
     // Instructions for coding agents added to the task, read at the base commit (never the pull
     // request's head): unset, the root AGENTS.md and those of the directories the issue names;
     // a path, that file instead; none, nothing.

@@ -23,6 +23,7 @@ export const FOLLOWUP_MARKER = '<!-- lilypad:followup -->';
 
 /** Why a run stopped before the agent said it was done, in words. */
 export function whyUnfinished(exitReason: string): string {
+  if (exitReason === 'stuck') return 'the agent was going nowhere (`stuck`: repeating itself, or many steps without a change)';
   if (exitReason === 'llm_query_error') return 'the model server failed (`llm_query_error`)';
   if (exitReason === 'tool_error') return 'the sandbox failed (`tool_error`)';
   return `the budget ran out (\`${exitReason}\`)`;

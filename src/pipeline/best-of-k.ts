@@ -22,7 +22,19 @@ export interface AttemptSummary {
   note: string;
 }
 
-type Session = (attempt: number, sink: JsonlTrajectory, signal: AbortSignal) => Promise<SandboxSessionResult>;
+/** One attempt's session; `maxSteps` cuts its step budget (a fresh attempt gets what a stuck one left). */
+/** An attempt's result with its number (fresh attempts are numbered after the k). */
+interface Numbered {
+  n: number;
+  r: PromiseSettledResult<SandboxSessionResult>;
+  /** A fresh attempt: the stuck attempt whose steps it took. */
+  freshFor?: number;
+}
+
+type Session = (attempt: number, sink: JsonlTrajectory, signal: AbortSignal, maxSteps?: number) => Promise<SandboxSessionResult>;
+
+/** A stuck attempt's budget goes to a fresh one only when this many steps are left. */
+const MIN_FRESH_STEPS = 10;
 
 export interface BestOfK {
   session: SandboxSessionResult;
@@ -37,7 +49,7 @@ export interface BestOfK {
  * trajectory. A stale task or a cancel in any attempt ends them all: no sibling's patch may be
  * published on a text nobody approved.
  */
-export async function bestOfK(ctx: RunContext, k: number, first: JsonlTrajectory, session: Session): Promise<BestOfK> {
+export async function bestOfK(ctx: RunContext, k: number, first: JsonlTrajectory, session: Session, maxSteps: number): Promise<BestOfK> {
   const sinks = [first, ...Array.from({ length: k - 1 }, (_, i) => new JsonlTrajectory(path.join(ctx.outDir, `trajectory-attempt-${i + 2}.jsonl`), ctx.scanner()))];
   const all = new AbortController();
   const onCancel = () => all.abort(ctx.signal.reason);
@@ -48,8 +60,9 @@ export async function bestOfK(ctx: RunContext, k: number, first: JsonlTrajectory
     fatal ??= err;
     if (!all.signal.aborted) all.abort(fatal);
   };
-  const attempt = (sink: JsonlTrajectory, i: number) =>
-    session(i + 1, sink, all.signal).then(
+  const fresh: JsonlTrajectory[] = [];
+  const one = (n: number, sink: JsonlTrajectory, steps?: number) =>
+    session(n, sink, all.signal, steps).then(
       (result) => {
         if (result.agent.exitReason === 'cancelled' && !all.signal.aborted) stopAll(new CancelledError('an attempt was cancelled'));
         return result;
@@ -59,19 +72,37 @@ export async function bestOfK(ctx: RunContext, k: number, first: JsonlTrajectory
         throw err;
       },
     );
+  // An attempt that got stuck leaves its work as a candidate, and what is left of its step budget to
+  // a fresh attempt with a seed of its own (numbered after the k).
+  let next = k;
+  const attempt = async (sink: JsonlTrajectory, i: number): Promise<Numbered[]> => {
+    const [first] = await Promise.allSettled([one(i + 1, sink)]);
+    const own: Numbered = { n: i + 1, r: first! };
+    const left = first!.status === 'fulfilled' && first!.value.agent.exitReason === 'stuck' ? maxSteps - first!.value.agent.steps : 0;
+    if (left < MIN_FRESH_STEPS || all.signal.aborted) return [own];
+    const n = ++next;
+    const freshSink = new JsonlTrajectory(path.join(ctx.outDir, `trajectory-attempt-${n}.jsonl`), ctx.scanner());
+    fresh.push(freshSink);
+    ctx.log.info({ attempt: i + 1, fresh: n, steps: left }, 'an attempt got stuck; a fresh one takes the steps it left');
+    const [again] = await Promise.allSettled([one(n, freshSink, left)]);
+    return [own, { n, r: again!, freshFor: i + 1 }];
+  };
   try {
-    const settled = await Promise.allSettled(sinks.map(attempt));
+    // Attempts 1..k, then the fresh ones, by number.
+    const numbered = (await Promise.all(sinks.map(attempt))).flat().sort((a, b) => a.n - b.n);
+    const settled = numbered.map((x) => x.r);
     if (fatal instanceof StaleTriggerError) throw fatal;
     if (ctx.signal.aborted) throw new CancelledError(reasonText(ctx.signal.reason));
     if (fatal) throw fatal;
-    return await choose(ctx, k, settled);
+    return await choose(ctx, k, settled, numbered);
   } finally {
     ctx.signal.removeEventListener('abort', onCancel);
-    for (const sink of sinks.slice(1)) await sink.close();
+    for (const sink of [...sinks.slice(1), ...fresh]) await sink.close();
   }
 }
 
-async function choose(ctx: RunContext, k: number, settled: Array<PromiseSettledResult<SandboxSessionResult>>): Promise<BestOfK> {
+/** `numbered[i]` is attempt i + 1 (the numbers run 1..k, then the fresh attempts'). */
+async function choose(ctx: RunContext, k: number, settled: Array<PromiseSettledResult<SandboxSessionResult>>, numbered: Numbered[]): Promise<BestOfK> {
   const done = settled.flatMap((r, i) => (r.status === 'fulfilled' ? [{ i, result: r.value }] : []));
   if (done.length === 0) throw (settled[0] as PromiseRejectedResult).reason;
   const patches = settled.map((r) => (r.status === 'fulfilled' ? (r.value.patch?.diff ?? null) : null));
@@ -84,13 +115,14 @@ async function choose(ctx: RunContext, k: number, settled: Array<PromiseSettledR
   const ranking = rankAttempts(candidates);
   const winner = ranking.winner ?? done[0]!.i;
   for (const [i, p] of patches.entries()) if (p && p.length > 0) await writeFile(path.join(ctx.outDir, `attempt-${i + 1}.diff`), p);
-  const summaries = settled.map((r, i) => summarise(r, i, winner, ranking));
+  const summaries = settled.map((r, i) => summarise(r, i, winner, ranking, numbered[i]?.freshFor));
   ctx.recorder.warning(`best of ${k}: attempt ${winner + 1} chosen; ${ranking.summary}`);
   ctx.log.info({ winner: winner + 1, decidedBy: ranking.decidedBy, k }, 'best of k');
   return { session: (settled[winner] as PromiseFulfilledResult<SandboxSessionResult>).value, attempts: { summaries, ranking, patches } };
 }
 
-function summarise(r: PromiseSettledResult<SandboxSessionResult>, i: number, winner: number, ranking: Ranking): AttemptSummary {
+function summarise(r: PromiseSettledResult<SandboxSessionResult>, i: number, winner: number, ranking: Ranking, freshFor?: number): AttemptSummary {
+  const fresh = freshFor ? `a fresh attempt with the steps attempt ${freshFor} left when it got stuck; ` : '';
   if (r.status === 'rejected') {
     return { attempt: i + 1, exitReason: 'error', evidence: null, testsAfter: 'not run', steps: 0, tokens: 0, changedFiles: 0, chosen: false, note: `failed: ${(r.reason as Error).message}`.slice(0, 200) };
   }
@@ -104,6 +136,6 @@ function summarise(r: PromiseSettledResult<SandboxSessionResult>, i: number, win
     tokens: a.usage.prompt_tokens + a.usage.completion_tokens,
     changedFiles: (r.value.patch?.diff.toString('utf8').match(/^diff --git /gm) ?? []).length,
     chosen: i === winner,
-    note: ranking.attempts.find((v) => v.index === i)?.note ?? '',
+    note: `${fresh}${ranking.attempts.find((v) => v.index === i)?.note ?? ''}`,
   };
 }

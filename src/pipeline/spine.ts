@@ -62,7 +62,7 @@ export interface SpineStages {
 export const REAL_STAGES: SpineStages = { attempts: runAttempts, change: takeChange };
 
 /** Exit reasons that mean the agent did not finish: its change is published as incomplete. */
-export const BUDGET_EXITS: ReadonlySet<string> = new Set(['max_turns', 'max_context_len', 'max_tokens_per_turn', 'max_time', 'llm_query_error', 'tool_error']);
+export const BUDGET_EXITS: ReadonlySet<string> = new Set(['max_turns', 'max_context_len', 'max_tokens_per_turn', 'max_time', 'llm_query_error', 'tool_error', 'stuck']);
 
 /**
  * The one spine of every run:

@@ -86,6 +86,16 @@ describe('evidence for every change (lilypad run)', () => {
     assert.ok(result.evidence.broken.some((id: string) => id.includes('test_mul')), JSON.stringify(result.evidence));
   });
 
+  test('a looping agent ends as stuck with its work kept; with best of 2 a fresh attempt takes the steps it left', async () => {
+    const loop: ScriptedReply[] = Array.from({ length: 10 }, () => ({ toolCalls: [{ name: 'Bash', arguments: { command: 'python3 -m unittest 2>&1 | tail -1' } }] }));
+    const { result } = await run(scriptBySeed({ 1: loop, 2: STORIES['unverified']!, 3: STORIES['verified']! }), ['--attempts', '2']);
+    const rows = result.attempts.rows as Array<{ attempt: number; exitReason: string; steps: number; chosen: boolean; note: string }>;
+    assert.deepEqual(rows.map((a) => [a.attempt, a.exitReason]), [[1, 'stuck'], [2, 'agent'], [3, 'agent']], JSON.stringify(rows, null, 2));
+    assert.equal(rows[0]!.steps, 4, 'the same call with the same observation four times (stuck_repeats)');
+    assert.match(rows[2]!.note, /fresh attempt with the steps attempt 1 left when it got stuck/);
+    assert.equal(rows.find((a) => a.chosen)?.attempt, 3, 'the fresh attempt is verified and wins');
+  });
+
   test('best of 3: the verified attempt wins over a smaller unverified one and a failing one', async () => {
     const { result, stdout } = await run(scriptBySeed({ 1: STORIES['unverified']!, 2: STORIES['verified']!, 3: STORIES['failing']! }), ['--attempts', '3']);
     const chosen = result.attempts.rows.find((a: { chosen: boolean }) => a.chosen);

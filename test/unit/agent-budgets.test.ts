@@ -493,3 +493,65 @@ describe('agent loop: tool failures', () => {
     assert.equal(result.error, 'tool execution failed: bad offset');
   });
 });
+
+describe('an attempt going nowhere ends as stuck, and nothing is added to the conversation', () => {
+  const STUCK = { stuck: { repeats: 3, idleSteps: 4 } };
+
+  test('the same call with the same observation three times: stuck on the third, the rest of that turn not run', async () => {
+    const turns: Turn[] = [
+      { reply: { calls: [bash('python3 -m pytest -q')] } },
+      { reply: { calls: [bash('python3 -m pytest -q')] } },
+      { reply: { calls: [bash('python3 -m pytest -q'), bash('ls')] } },
+      { reply: { content: 'never asked' } },
+    ];
+    const { result, model, tools, trajectory } = await run(turns, { budgets: STUCK });
+    assert.equal(result.exitReason, 'stuck');
+    assert.match(result.error ?? '', /same Bash call came back with the same observation 3 times/);
+    assert.equal(model.calls, 3, 'no request after the stuck turn');
+    assert.deepEqual(tools.seen.map((c) => JSON.parse(c.arguments).command), ['python3 -m pytest -q', 'python3 -m pytest -q', 'python3 -m pytest -q']);
+    assert.match(trajectory.records.at(-1)?.error ?? '', /^stuck: /);
+    // Every request was the Leaf conversation and nothing else: no reminder, no warning message.
+    for (const body of model.bodies) {
+      const messages = body['messages'] as Array<{ role: string }>;
+      assert.deepEqual(messages.slice(0, 2).map((m) => m.role), ['system', 'user']);
+      assert.ok(messages.slice(2).every((m) => m.role === 'assistant' || m.role === 'tool'));
+    }
+  });
+
+  test('the same call with a different observation is not a repeat', async () => {
+    let n = 0;
+    const tools = new MemoryTools({ Bash: () => ({ observation: `Exit code: 1\nSTDOUT:\nrun ${++n}\n\nSTDERR:\n` }) });
+    const turns: Turn[] = [1, 2, 3, 4].map(() => ({ reply: { calls: [bash('make test')] } }));
+    const { result } = await run([...turns, { reply: { content: 'done' } }], { budgets: { stuck: { repeats: 3, idleSteps: 0 } }, tools });
+    assert.equal(result.exitReason, 'agent');
+  });
+
+  test('steps that change no file and run nothing new: stuck after idleSteps; an edit or a new command resets the count', async () => {
+    const read = (p: string): Call => ({ name: 'Read', arguments: { file_path: p } });
+    const edit: Call = { name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'a - b', new_string: 'a + b' } };
+    const tools = new MemoryTools({ Read: (c) => ({ observation: `calc.py\n1. ${c.arguments}` }), Edit: () => ({ observation: 'Edited calc.py (1 replacement).' }) });
+    const turns: Turn[] = [
+      { reply: { calls: [read('a.py')] } },
+      { reply: { calls: [read('b.py')] } },
+      { reply: { calls: [read('c.py')] } },
+      { reply: { calls: [edit] } },
+      { reply: { calls: [read('d.py')] } },
+      { reply: { calls: [bash('python3 -m unittest')] } },
+      { reply: { calls: [read('e.py')] } },
+      { reply: { calls: [read('f.py')] } },
+      { reply: { calls: [bash('python3 -m unittest')] } },
+      { reply: { calls: [read('g.py')] } },
+      { reply: { content: 'never asked' } },
+    ];
+    const { result, model } = await run(turns, { budgets: STUCK, tools });
+    assert.equal(result.exitReason, 'stuck');
+    assert.match(result.error ?? '', /4 steps in a row changed no file and ran no new command/);
+    assert.equal(model.calls, 10, 'the edit (step 4) and the new command (step 6) reset the count; steps 7-10 are idle');
+  });
+
+  test('off (0) by default in the budgets: the loop runs as the reference does', async () => {
+    const turns: Turn[] = [1, 2, 3, 4, 5].map(() => ({ reply: { calls: [bash('true')] } }));
+    const { result } = await run([...turns, { reply: { content: 'done' } }]);
+    assert.equal(result.exitReason, 'agent');
+  });
+});

@@ -84,15 +84,16 @@ export async function runAttempts(ctx: RunContext, input: AttemptsInput): Promis
       maxTokensPerTurn: settings.limits.maxTokensPerTurn,
       maxWallSeconds: agentWallSeconds(ctx, config, testTimeoutSeconds),
       bashTimeoutCapSeconds: settings.limits.bashTimeoutCapSeconds,
+      stuck: { repeats: config.stuck_repeats, idleSteps: config.stuck_idle_steps },
     };
     ctx.recorder.task({ system: SYSTEM_PROMPT, user: buildUserMessage(task.title, task.body) });
     ctx.recorder.config({ repoConfig: config, sources: input.plan.sources, origin: input.plan.origin, instructions: input.instructions, model, image, budgets, testTimeoutSeconds });
     const k = Math.min(config.attempts, settings.limits.maxAttempts);
     const run: RunShape = { k, model, image, client, budgets, testTimeoutSeconds, lastStatusAt: 0 };
     // Every attempt holds one of the sandbox slots from its container to its removal.
-    const session = (attempt: number, sink: JsonlTrajectory, signal: AbortSignal) =>
-      ctx.sandboxSlots.use(signal, () => runSandboxSession(sessionInput(ctx, input, run, attempt, sink, signal)), () => ctx.log.info({ attempt, slots: ctx.sandboxSlots.size }, 'waiting for a free sandbox slot'));
-    const chosen = k > 1 ? await bestOfK(ctx, k, trajectory, session) : { session: await session(1, trajectory, ctx.signal) };
+    const session = (attempt: number, sink: JsonlTrajectory, signal: AbortSignal, steps?: number) =>
+      ctx.sandboxSlots.use(signal, () => runSandboxSession(sessionInput(ctx, input, steps ? { ...run, budgets: { ...run.budgets, maxSteps: steps } } : run, attempt, sink, signal)), () => ctx.log.info({ attempt, slots: ctx.sandboxSlots.size }, 'waiting for a free sandbox slot'));
+    const chosen = k > 1 ? await bestOfK(ctx, k, trajectory, session, maxSteps) : { session: await session(1, trajectory, ctx.signal) };
     if (task.warning) chosen.session.agent.warnings.push(task.warning);
     recordTests(ctx, chosen.session);
     return { ...chosen, model, image, startedAt };
