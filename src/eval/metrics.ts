@@ -1,5 +1,5 @@
 import { describeCost, type CostModel } from './endpoint.ts';
-import { selectAttempt, type Selection } from '../evidence/select-attempt.ts';
+import { rankAttempts, type RankCandidate, type Ranking } from '../evidence/rank.ts';
 import type { AttemptRecord } from './store.ts';
 
 export interface EndpointMetrics {
@@ -33,7 +33,18 @@ export interface EndpointMetrics {
   /** Total cost of all k attempts / instances the selected attempt resolved (best of k delivered). */
   cost_per_resolved_selected: number | null;
   errors: number;
-  selections: Record<string, Selection> | null;
+  /** Attempts whose change Lilypad's evidence verified (the app's `lilypad:verified`), and how many of those resolved the instance. */
+  verified_attempts: number;
+  verified_resolved: number;
+  /** Attempts that ended as `stuck` (going nowhere), of the attempts judged. */
+  stuck_rate: number | null;
+  selections: Record<string, Ranking> | null;
+}
+
+/** A record's evidence as the ranking reads it (counts stand in for the lists). */
+function evidenceOf(r: AttemptRecord): RankCandidate['evidence'] {
+  if (!r.evidence) return null;
+  return { verdict: r.evidence.verdict, broken: Array.from({ length: r.evidence.broken }, () => ''), weakened: Array.from({ length: r.evidence.weakened }, () => ({ file: '', what: '' })) };
 }
 
 const mean = (xs: number[]) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
@@ -57,7 +68,7 @@ export function endpointMetrics(opts: {
   const total = opts.cost.kind === 'none' ? null : costs.reduce((a, b) => a + b, 0);
   const resolvedAttempts = judged.filter((r) => r.resolved).length;
 
-  let selections: Record<string, Selection> | null = null;
+  let selections: Record<string, Ranking> | null = null;
   let selectedResolved: number | null = null;
   let selectedOver = 0;
   if (opts.select) {
@@ -66,7 +77,8 @@ export function endpointMetrics(opts: {
     for (const [id, rs] of byInstance) {
       const done = rs.filter((r) => !r.infra_error).sort((a, b) => a.attempt - b.attempt);
       if (done.length === 0) continue;
-      const sel = selectAttempt(done.map((r) => ({ index: r.attempt, patch: opts.patches?.get(`${id}#${r.attempt}`) ?? null, testsPassed: r.tests_after_passed })));
+      // The app's rule: evidence first (verified, nothing broken or weakened), then the tests, agreement, size.
+      const sel = rankAttempts(done.map((r) => ({ index: r.attempt, patch: opts.patches?.get(`${id}#${r.attempt}`) ?? null, testsPassed: r.tests_after_passed, evidence: evidenceOf(r) })));
       selections[id] = sel;
       selectedOver++;
       if (sel.winner !== null && done.find((r) => r.attempt === sel.winner)?.resolved) selectedResolved++;
@@ -96,6 +108,9 @@ export function endpointMetrics(opts: {
     cost_per_resolved: total === null || resolvedAttempts === 0 ? null : total / resolvedAttempts,
     cost_per_resolved_selected: total === null || !selectedResolved ? null : total / selectedResolved,
     errors: records.filter((r) => r.infra_error || r.judge_error).length,
+    verified_attempts: judged.filter((r) => r.evidence?.verdict === 'verified').length,
+    verified_resolved: judged.filter((r) => r.evidence?.verdict === 'verified' && r.resolved).length,
+    stuck_rate: judged.length === 0 ? null : judged.filter((r) => r.exit_reason === 'stuck').length / judged.length,
     selections,
   };
 }

@@ -115,13 +115,13 @@ export function renderMarkdown(s: RunSummary, svgFile: string): string {
     '',
   );
   out.push(
-    '| endpoint | model | done | resolve rate (Avg@k) | pass@k | selected | mean prompt tokens | mean completion tokens | wall time (sum of attempts) | GPU time / cost | cost per resolved issue |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| endpoint | model | done | resolve rate (Avg@k) | pass@k | selected | verified (of them resolved) | stuck | mean prompt tokens | mean completion tokens | wall time (sum of attempts) | GPU time / cost | cost per resolved issue |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   );
   for (const m of s.endpoints) {
     const perResolved = s.select ? `${money(m.cost_per_resolved)} (selected: ${money(m.cost_per_resolved_selected)})` : money(m.cost_per_resolved);
     out.push(
-      `| ${m.endpoint} | ${m.model ?? '–'} | ${m.attempts_done}/${m.attempts_expected} | ${pct(m.avg_at_k)} (${m.resolved_attempts} resolved) | ${pct(m.pass_at_k)} | ${s.select ? pct(m.selected_resolve_rate) : '–'} | ${num(m.mean_prompt_tokens)} | ${num(m.mean_completion_tokens)} | ${duration(m.wall_seconds)} | ${costCell(m)} | ${perResolved} |`,
+      `| ${m.endpoint} | ${m.model ?? '–'} | ${m.attempts_done}/${m.attempts_expected} | ${pct(m.avg_at_k)} (${m.resolved_attempts} resolved) | ${pct(m.pass_at_k)} | ${s.select ? pct(m.selected_resolve_rate) : '–'} | ${m.verified_attempts} (${m.verified_resolved}) | ${pct(m.stuck_rate)} | ${num(m.mean_prompt_tokens)} | ${num(m.mean_completion_tokens)} | ${duration(m.wall_seconds)} | ${costCell(m)} | ${perResolved} |`,
     );
   }
   out.push('', `![resolve rate against cost](${svgFile})`, '', '## How cost is counted', '');
@@ -195,7 +195,7 @@ export function renderHtml(s: RunSummary, svg: string): string {
   const rows = s.endpoints
     .map(
       (m) =>
-        `<tr><td>${esc(m.endpoint)}</td><td>${esc(m.model ?? '–')}</td><td>${m.attempts_done}/${m.attempts_expected}</td><td>${pct(m.avg_at_k)} (${m.resolved_attempts})</td><td>${pct(m.pass_at_k)}</td><td>${s.select ? pct(m.selected_resolve_rate) : '–'}</td><td>${num(m.mean_prompt_tokens)}</td><td>${num(m.mean_completion_tokens)}</td><td>${duration(m.wall_seconds)}</td><td>${esc(costCell(m))}</td><td>${money(m.cost_per_resolved)}${s.select ? ` (selected: ${money(m.cost_per_resolved_selected)})` : ''}</td></tr>`,
+        `<tr><td>${esc(m.endpoint)}</td><td>${esc(m.model ?? '–')}</td><td>${m.attempts_done}/${m.attempts_expected}</td><td>${pct(m.avg_at_k)} (${m.resolved_attempts})</td><td>${pct(m.pass_at_k)}</td><td>${s.select ? pct(m.selected_resolve_rate) : '–'}</td><td>${m.verified_attempts} (${m.verified_resolved})</td><td>${pct(m.stuck_rate)}</td><td>${num(m.mean_prompt_tokens)}</td><td>${num(m.mean_completion_tokens)}</td><td>${duration(m.wall_seconds)}</td><td>${esc(costCell(m))}</td><td>${money(m.cost_per_resolved)}${s.select ? ` (selected: ${money(m.cost_per_resolved_selected)})` : ''}</td></tr>`,
     )
     .join('\n');
   const outcomeRows = s.outcomes
@@ -217,7 +217,7 @@ export function renderHtml(s: RunSummary, svg: string): string {
 </head><body>
 <h1>lilypad eval: ${esc(s.run_id)}</h1>
 <p>${s.complete ? 'Complete' : s.interrupted ? '<strong>Interrupted: partial results</strong>' : '<strong>Incomplete</strong>'}. Instances: <code>${esc(s.instances_file)}</code>; ${s.attempts} attempt(s) per instance and endpoint${s.select ? ', best-of-k selection' : ''}; ${s.workers} worker(s); ${esc(s.started_at)} – ${esc(s.finished_at)}.</p>
-<table><tr><th>endpoint</th><th>model</th><th>done</th><th>resolve rate (Avg@k)</th><th>pass@k</th><th>selected</th><th>mean prompt tokens</th><th>mean completion tokens</th><th>wall time (sum of attempts)</th><th>GPU time / cost</th><th>cost per resolved issue</th></tr>
+<table><tr><th>endpoint</th><th>model</th><th>done</th><th>resolve rate (Avg@k)</th><th>pass@k</th><th>selected</th><th>verified (of them resolved)</th><th>stuck</th><th>mean prompt tokens</th><th>mean completion tokens</th><th>wall time (sum of attempts)</th><th>GPU time / cost</th><th>cost per resolved issue</th></tr>
 ${rows}
 </table>
 ${svg}

@@ -340,11 +340,20 @@ async function runAgentAttempt(item: WorkItem, opts: EvalRunOptions, dir: string
     agent_ms: result.durations_ms['total'] ?? 0,
     steps: result.steps,
     tests_after_passed: after ? after.outcome === 'passed' : null,
+    evidence: evidenceOfResult(result.evidence),
     patch_bytes: result.patch.bytes,
     // Lilypad could not run it (the clone, Docker, the model server): not the model's doing. A
     // change the app would refuse (a secret in it) is the model's: judged as the empty patch shipped.
     infra_error: result.exit_reason === 'llm_query_error' || result.exit_reason === 'tool_error' || (result.outcome === 'failed' && result.error_kind !== 'user'),
   };
+}
+
+/** The evidence result.json holds, as an eval record keeps it (verdict and counts). */
+function evidenceOfResult(e: Record<string, unknown> | null): AgentRecord['evidence'] {
+  const verdict = e?.['verdict'];
+  if (verdict !== 'verified' && verdict !== 'unverified' && verdict !== 'failing') return null;
+  const count = (k: string) => (Array.isArray(e?.[k]) ? (e[k] as unknown[]).length : 0);
+  return { verdict, broken: count('broken'), weakened: count('weakened') };
 }
 
 /**

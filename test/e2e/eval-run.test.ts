@@ -153,6 +153,12 @@ describe('lilypad eval run', () => {
     // Human reports: a row per endpoint, the formulas, the plot.
     const md = readFileSync(path.join(out, 'report.md'), 'utf8');
     assert.match(md, /^\| local \| frognano-4b \| 5\/5 \| 40\.0% \(2 resolved\) \|/m);
+    // Lilypad's evidence, as the app computes it: these patches add no test of their own and the
+    // hidden FAIL_TO_PASS tests are not in the repository, so nothing is verified; nobody got stuck.
+    assert.match(md, /\| verified \(of them resolved\) \| stuck \|/);
+    assert.match(md, /^\| local \| .*\| – \| 0 \(0\) \| 0\.0% \|/m);
+    const evidence = JSON.parse(readFileSync(path.join(out, 'runs/local/attempt-1/c-resolve/attempt.json'), 'utf8')).evidence;
+    assert.equal(evidence.verdict, 'unverified');
     assert.match(md, /^\| hosted \| hosted-model \| 5\/5 \| 0\.0% \(0 resolved\) \|/m);
     assert.match(md, /GPU-seconds \/ 3600 × 2\.5 per GPU-hour/);
     assert.match(md, /line 5 \(c-no-cmd\): test_command: missing/);
