@@ -38,6 +38,8 @@ Options:
                           input_cost and output_cost are per million tokens
   --attempts k            attempts per instance and endpoint (default 1)
   --select                pick one attempt of k (tests after, agreement, smallest diff) and report its resolve rate
+  --reproduce             before each attempt's fix, a run that writes a test reproducing the issue
+                          (as \`reproduce: true\` does in the app), to measure what it costs and changes
   --no-instructions       leave the repositories' instructions for agents (AGENTS.md) out of the task, to
                           measure what they change (default: they go with the task, as in the app)
   --workers N             attempts run in parallel (default 1; each is one sandbox)
@@ -98,6 +100,7 @@ async function evalRun(argv: string[]): Promise<number> {
       attempts: { type: 'string' },
       select: { type: 'boolean' },
       'no-instructions': { type: 'boolean' },
+      reproduce: { type: 'boolean' },
       workers: { type: 'string' },
       out: { type: 'string' },
       resume: { type: 'boolean' },
@@ -163,6 +166,7 @@ async function evalRun(argv: string[]): Promise<number> {
       attempts,
       select: values.select ?? false,
       instructions: !values['no-instructions'],
+      ...(values.reproduce ? { reproduce: true } : {}),
       workers,
       outDir,
       resume: values.resume ?? false,

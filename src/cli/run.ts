@@ -32,6 +32,8 @@ Options:
   --max-time <s>       wall-clock budget for the agent in seconds (default: LILYPAD_MAX_WALL_SECONDS)
   --attempts <k>       best of k: k agent attempts in parallel sandboxes, one chosen by the tests,
                        then agreement, then the smallest diff, as the app's \`attempts: k\` (1-10)
+  --reproduce          first, a run that writes a test reproducing the issue (as the app's
+                       \`reproduce: true\`); kept if it fails on the base code for the issue's reason
   --base-url <url>     OpenAI-compatible endpoint (default: OPENAI_BASE_URL)
   --model <name>       model name (default: LILYPAD_MODEL, else the server's first model)
   -h, --help           show this help`;
@@ -51,6 +53,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       'max-steps': { type: 'string' },
       'max-time': { type: 'string' },
       attempts: { type: 'string' },
+      reproduce: { type: 'boolean' },
       'base-url': { type: 'string' },
       model: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -120,7 +123,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       repo: values.repo,
       title,
       body,
-      overrides: { setup, test: values.test, attempts, maxSteps, maxSeconds: maxTime },
+      overrides: { setup, test: values.test, attempts, maxSteps, maxSeconds: maxTime, ...(values.reproduce ? { reproduce: true } : {}) },
       settings: {
         ...settings,
         sandbox: { ...settings.sandbox, defaultImage: image },

@@ -57,6 +57,10 @@ const repoConfigSchema = z
     // evidence is verified (a test fails without it and passes with it, nothing broken or weakened);
     // otherwise the status comment says what was tried and a writer can still `/lilypad publish` it.
     publish: z.enum(['always', 'verified']).default('always'),
+    // Before the fix attempts, one run writes a test that fails because of the issue (and does not
+    // fix it); kept only if it fails on the base code for the issue's reason. It costs one more
+    // agent run; the fix attempts are judged by it and it goes with the pull request.
+    reproduce: z.boolean().default(false),
     // An attempt going nowhere ends early as `stuck`, its work kept (0 turns a rule off): the same
     // tool call with the same observation this many times, or this many steps in a row that change
     // no file and run no new command. Nothing is ever said to the model about it.

@@ -38,6 +38,8 @@ export interface EndpointMetrics {
   verified_resolved: number;
   /** Attempts that ended as `stuck` (going nowhere), of the attempts judged. */
   stuck_rate: number | null;
+  /** With --reproduce: attempts whose reproduction run left a test that was kept (null: no reproduction runs). */
+  reproductions_kept: number | null;
   selections: Record<string, Ranking> | null;
 }
 
@@ -111,6 +113,7 @@ export function endpointMetrics(opts: {
     verified_attempts: judged.filter((r) => r.evidence?.verdict === 'verified').length,
     verified_resolved: judged.filter((r) => r.evidence?.verdict === 'verified' && r.resolved).length,
     stuck_rate: judged.length === 0 ? null : judged.filter((r) => r.exit_reason === 'stuck').length / judged.length,
+    reproductions_kept: judged.some((r) => r.reproduction_kept != null) ? judged.filter((r) => r.reproduction_kept === true).length : null,
     selections,
   };
 }

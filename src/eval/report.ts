@@ -121,7 +121,7 @@ export function renderMarkdown(s: RunSummary, svgFile: string): string {
   for (const m of s.endpoints) {
     const perResolved = s.select ? `${money(m.cost_per_resolved)} (selected: ${money(m.cost_per_resolved_selected)})` : money(m.cost_per_resolved);
     out.push(
-      `| ${m.endpoint} | ${m.model ?? '–'} | ${m.attempts_done}/${m.attempts_expected} | ${pct(m.avg_at_k)} (${m.resolved_attempts} resolved) | ${pct(m.pass_at_k)} | ${s.select ? pct(m.selected_resolve_rate) : '–'} | ${m.verified_attempts} (${m.verified_resolved}) | ${pct(m.stuck_rate)} | ${num(m.mean_prompt_tokens)} | ${num(m.mean_completion_tokens)} | ${duration(m.wall_seconds)} | ${costCell(m)} | ${perResolved} |`,
+      `| ${m.endpoint} | ${m.model ?? '–'} | ${m.attempts_done}/${m.attempts_expected} | ${pct(m.avg_at_k)} (${m.resolved_attempts} resolved) | ${pct(m.pass_at_k)} | ${s.select ? pct(m.selected_resolve_rate) : '–'} | ${m.verified_attempts} (${m.verified_resolved})${m.reproductions_kept !== null ? `, ${m.reproductions_kept} reproduced` : ''} | ${pct(m.stuck_rate)} | ${num(m.mean_prompt_tokens)} | ${num(m.mean_completion_tokens)} | ${duration(m.wall_seconds)} | ${costCell(m)} | ${perResolved} |`,
     );
   }
   out.push('', `![resolve rate against cost](${svgFile})`, '', '## How cost is counted', '');

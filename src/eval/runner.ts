@@ -44,6 +44,8 @@ export interface EvalRunOptions {
   select: boolean;
   /** Whether the repositories' instructions for agents (AGENTS.md) go with the task, as in the app. */
   instructions?: boolean;
+  /** A reproduction run before each attempt's fix (`reproduce: true` for every instance). */
+  reproduce?: boolean;
   workers: number;
   outDir: string;
   resume: boolean;
@@ -301,7 +303,7 @@ async function runAgentAttempt(item: WorkItem, opts: EvalRunOptions, dir: string
     body: nl < 0 ? '' : text.slice(nl + 1),
     // The instance says how to test (and set up); the repository's .github/lilypad.yml applies as
     // in the app. With k attempts, attempt N samples with seed N, as the app's best of k does.
-    overrides: { setup: instance.setup, test: instance.test_command, ...(opts.attempts > 1 ? { seed: attempt + 1 } : {}) },
+    overrides: { setup: instance.setup, test: instance.test_command, ...(opts.attempts > 1 ? { seed: attempt + 1 } : {}), ...(opts.reproduce ? { reproduce: true } : {}) },
     settings: {
       ...s,
       sandbox: { ...s.sandbox, defaultImage: instance.image ?? s.sandbox.defaultImage },
@@ -334,8 +336,10 @@ async function runAgentAttempt(item: WorkItem, opts: EvalRunOptions, dir: string
     model: result.model,
     exit_reason: result.exit_reason,
     ...(result.error ? { error: result.error } : {}),
-    prompt_tokens: result.tokens?.prompt_tokens ?? 0,
-    completion_tokens: result.tokens?.completion_tokens ?? 0,
+    // What the attempt cost includes its reproduction run, when there was one.
+    prompt_tokens: (result.tokens?.prompt_tokens ?? 0) + reproTokens(result, 'prompt_tokens'),
+    completion_tokens: (result.tokens?.completion_tokens ?? 0) + reproTokens(result, 'completion_tokens'),
+    reproduction_kept: result.reproduction ? result.reproduction['kept'] === true : null,
     model_seconds: modelMs / 1000,
     agent_ms: result.durations_ms['total'] ?? 0,
     steps: result.steps,
@@ -346,6 +350,11 @@ async function runAgentAttempt(item: WorkItem, opts: EvalRunOptions, dir: string
     // change the app would refuse (a secret in it) is the model's: judged as the empty patch shipped.
     infra_error: result.exit_reason === 'llm_query_error' || result.exit_reason === 'tool_error' || (result.outcome === 'failed' && result.error_kind !== 'user'),
   };
+}
+
+function reproTokens(result: { reproduction: Record<string, unknown> | null }, which: 'prompt_tokens' | 'completion_tokens'): number {
+  const tokens = result.reproduction?.['tokens'] as Record<string, number> | undefined;
+  return tokens?.[which] ?? 0;
 }
 
 /** The evidence result.json holds, as an eval record keeps it (verdict and counts). */

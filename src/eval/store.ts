@@ -41,6 +41,8 @@ export const agentRecordSchema = z.object({
   tests_after_passed: z.boolean().nullable(),
   /** Lilypad's evidence for the attempt's change, as the app computes it (absent in records of older runs). */
   evidence: z.object({ verdict: z.enum(['verified', 'unverified', 'failing']), broken: z.number().int(), weakened: z.number().int() }).nullable().optional(),
+  /** With --reproduce: whether the reproduction run's test was kept (null: no reproduction run). */
+  reproduction_kept: z.boolean().nullable().optional(),
   patch_bytes: z.number().int().nonnegative(),
   /** Lilypad could not run the attempt (Docker, the model server, git): run again on --resume. */
   infra_error: z.boolean(),

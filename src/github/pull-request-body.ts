@@ -35,6 +35,8 @@ export interface EvidenceSummary {
   notes: string[];
   /** The change's own test files, and the command that ran just them on the base code and with the change. */
   changeTests: { files: string[]; command: string } | null;
+  /** Where a reproduction test came from (`reproduce: true`), said right after the verdict. */
+  reproductionRun?: string | null | undefined;
 }
 
 /** What changed per test between the tests on the untouched code and on the change. */
@@ -131,7 +133,7 @@ const VERDICT_TEXT: Record<EvidenceSummary['verdict'], string> = {
 export function renderEvidence(e: EvidenceSummary): string {
   const code = (id: string) => `\`${id.replace(/`/g, "'")}\``;
   const named = (ids: string[]) => `${ids.slice(0, MAX_NAMED).map(code).join(', ')}${ids.length > MAX_NAMED ? ` and ${ids.length - MAX_NAMED} more` : ''}`;
-  const lines = [VERDICT_TEXT[e.verdict], ''];
+  const lines = [VERDICT_TEXT[e.verdict], '', ...(e.reproductionRun ? [escapeMentions(e.reproductionRun), ''] : [])];
   if (e.reproduction.length) lines.push(`- **Reproduction** (the change's tests fail on the base code, pass with the change): ${named(e.reproduction)}`);
   if (e.fixed.length) lines.push(`- **Fixed** (failed before the change, pass after): ${named(e.fixed)}`);
   if (e.broken.length) lines.push(`- **Broken** (passed before, fail with the change): ${named(e.broken)}`);

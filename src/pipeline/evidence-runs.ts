@@ -1,6 +1,6 @@
 import { evidenceOf, type Evidence, type TestRunRecord } from '../evidence/verdict.ts';
 import { selectTestsCommand } from '../evidence/select-tests.ts';
-import { splitPatch } from '../evidence/split-patch.ts';
+import { splitPatch, type SplitPatch } from '../evidence/split-patch.ts';
 import { weakenedTests } from '../evidence/weakened.ts';
 import { SandboxError } from '../sandbox/errors.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
@@ -11,10 +11,21 @@ import { checkoutInKept, type Environment, type LiveSandbox } from './environmen
 import type { SandboxSessionInput } from './sandbox-session.ts';
 import { runTests, type TestRun } from './test-command.ts';
 
+/** Tests a reproduction run wrote before the fix attempts (reproduce.ts): the fix attempts are judged by them too. */
+export interface ReproTests {
+  /** The test files as a patch on the base commit. */
+  patch: Buffer;
+  files: string[];
+  /** The tests in them that failed on the base code for a reason that can show the issue. */
+  ids: string[];
+}
+
 export interface EvidenceRuns {
   evidence: Evidence;
   /** The change's own test files and the command that ran just them (null: the change adds no test). */
   changeTests: { files: string[]; command: string } | null;
+  /** The change's test files on the base code, as run (a reproduction run's test is judged by it). */
+  changeTestsOnBase: TestRunRecord | null;
 }
 
 /**
@@ -27,7 +38,7 @@ export interface EvidenceRuns {
  */
 export async function gatherEvidence(input: SandboxSessionInput, env: Environment, patch: ExtractedPatch, before: TestRun | null, after: TestRun): Promise<EvidenceRuns> {
   const weakened = weakenedTests(patch.diff);
-  const split = splitPatch(patch.diff);
+  const split = withReproTests(splitPatch(patch.diff), input.reproTests ?? null);
   const runner = input.testRunner ?? null;
   let own: { onBase: TestRunRecord; withChange: TestRunRecord } | null = null;
   let changeTests: EvidenceRuns['changeTests'] = null;
@@ -43,7 +54,16 @@ export async function gatherEvidence(input: SandboxSessionInput, env: Environmen
     changeTestsWithChange: own?.withChange ?? null,
     weakened,
   });
-  return { evidence, changeTests };
+  return { evidence, changeTests, changeTestsOnBase: own?.onBase ?? null };
+}
+
+/**
+ * The reproduction run's tests join the change's own, unless the change itself wrote those files
+ * (then its version is the one judged).
+ */
+function withReproTests(split: SplitPatch<Buffer>, repro: ReproTests | null): SplitPatch<Buffer> {
+  if (!repro || repro.files.some((f) => split.testFiles.includes(f) || split.codeFiles.includes(f))) return split;
+  return { ...split, tests: Buffer.concat([repro.patch, split.tests]), testFiles: [...repro.files, ...split.testFiles] };
 }
 
 async function runChangeTests(input: SandboxSessionInput, env: Environment, split: { tests: Buffer; code: Buffer }, command: string): Promise<{ onBase: TestRunRecord; withChange: TestRunRecord }> {

@@ -21,7 +21,7 @@ import { phaseStepper, type RunContext, type RunRecord, type RunSettings } from 
 import { SetupError, type SetupNetworkProvider } from './sandbox-session.ts';
 import { SandboxSlots } from './sandbox-slots.ts';
 import { REAL_STAGES, runSpine, type SpineStages } from './spine.ts';
-import { evidenceSection, setupSection, testsSection, type SetupSection, type TestsSection } from './run-report.ts';
+import { evidenceSection, reproductionSection, setupSection, testsSection, type SetupSection, type TestsSection } from './run-report.ts';
 
 export interface LocalRunOptions {
   runId?: string;
@@ -85,6 +85,8 @@ export interface LocalRunResult {
   evidence: Record<string, unknown> | null;
   /** The repository's instructions for agents that went with the task (null: none read, or turned off). */
   instructions: InstructionsSummary | null;
+  /** `reproduce: true`: the run that wrote a test before the fix, what it cost, and whether its test was kept. */
+  reproduction: Record<string, unknown> | null;
   /** Best of k (k > 1): every attempt, and why the chosen one won. */
   attempts: { rows: AttemptSummary[]; summary: string } | null;
   /**
@@ -224,6 +226,7 @@ function localResult(opts: LocalRunOptions, runId: string, outcome: RunOutcome, 
     tests: facts.effective ? testsSection(facts.effective, session, facts.plan?.testRunner ?? null) : null,
     evidence: evidenceSection(session),
     instructions: facts.instructions,
+    reproduction: reproductionSection(facts.run),
     attempts: attempts ? { rows: attempts.summaries, summary: attempts.ranking.summary } : null,
     patch: {
       files: facts.files,

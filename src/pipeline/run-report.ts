@@ -5,6 +5,7 @@ import type { RunComparison } from '../test-results/index.ts';
 import type { TestOutcome } from '../test-results/test-outcome.ts';
 import type { EffectiveConfig, ValueSource } from './effective-config.ts';
 import type { SandboxSessionResult } from './sandbox-session.ts';
+import type { SandboxRun } from './phases/attempts.ts';
 
 /** What setup was, where it came from and how it went: result.json's `setup`, the run page's and the pull request's. */
 export interface SetupSection {
@@ -84,11 +85,12 @@ export function testsSection(effective: EffectiveConfig, session: SandboxSession
 }
 
 /** The evidence as the pull request shows it (null: no tests ran after the change). */
-export function evidenceSummary(session: SandboxSessionResult): EvidenceSummary | null {
+export function evidenceSummary(session: SandboxSessionResult, run?: SandboxRun): EvidenceSummary | null {
   const e = session.evidence;
   if (!e) return null;
   const v = e.evidence;
-  return { verdict: v.verdict, reproduction: v.reproduction, fixed: v.fixed, broken: v.broken, weakened: v.weakened, notes: v.notes, changeTests: e.changeTests };
+  const repro = run ? reproductionLine(run) : null;
+  return { verdict: v.verdict, reproduction: v.reproduction, fixed: v.fixed, broken: v.broken, weakened: v.weakened, notes: v.notes, changeTests: e.changeTests, reproductionRun: repro };
 }
 
 /** The pull request's evidence label: verified, or not (null: no evidence was gathered). */
@@ -96,6 +98,30 @@ export function evidenceLabel(session: SandboxSessionResult): string | null {
   const verdict = session.evidence?.evidence.verdict;
   if (!verdict) return null;
   return verdict === 'verified' ? 'lilypad:verified' : 'lilypad:unverified';
+}
+
+/** result.json's `reproduction`: the run that wrote a test before the fix (`reproduce: true`). */
+export function reproductionSection(run: SandboxRun | null): Record<string, unknown> | null {
+  const r = run?.reproduction;
+  if (!r) return null;
+  const a = r.run.session.agent;
+  return {
+    kept: r.kept !== null,
+    why: r.why,
+    files: r.kept?.files ?? [],
+    tests: r.kept?.ids ?? [],
+    exit_reason: a.exitReason,
+    steps: a.steps,
+    tokens: { prompt_tokens: a.usage.prompt_tokens, completion_tokens: a.usage.completion_tokens },
+  };
+}
+
+/** One line for the pull request's Evidence section: where the reproduction test came from. */
+export function reproductionLine(run: SandboxRun): string | null {
+  const r = run.reproduction;
+  if (!r) return null;
+  if (!r.kept) return `A separate run was asked to write a test reproducing the issue first (\`reproduce: true\`); none was kept: ${r.why}.`;
+  return `The reproduction test (${r.kept.files.map((f) => `\`${f}\``).join(', ')}) was written by a separate run before the fix, and kept because ${r.why}; it is part of this pull request.`;
 }
 
 /** result.json's `evidence`. */

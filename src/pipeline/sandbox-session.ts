@@ -10,7 +10,7 @@ import type { TestOutcome } from '../test-results/test-outcome.ts';
 import { extractPatch, type ExtractedPatch, type SetupState } from '../workspace/patch.ts';
 import { moveToHead } from '../workspace/setup-base.ts';
 import { checkoutInKept, prepareEnvironment, type Environment, type LiveSandbox, type SetupReport } from './environment.ts';
-import { gatherEvidence, type EvidenceRuns } from './evidence-runs.ts';
+import { gatherEvidence, type EvidenceRuns, type ReproTests } from './evidence-runs.ts';
 import { runTests, snapshotWorktree, type TestRun } from './test-command.ts';
 
 export { SetupError } from './environment.ts';
@@ -53,6 +53,8 @@ export interface SandboxSessionInput {
   keep?: { cache: EnvCache; repoId: string; keyFiles: string[] } | null | undefined;
   /** Where setup may connect; null: setup runs without any network. */
   setupNetwork: SetupNetworkProvider | null;
+  /** Tests a reproduction run wrote before this attempt: the change is judged by them too. */
+  reproTests?: ReproTests | null | undefined;
   /** The administrator's CA certificates (LILYPAD_EXTRA_CA_CERTS) that setup's tools trust; never the agent's. */
   extraCaPem?: string | null | undefined;
   setupTimeoutSeconds: number;

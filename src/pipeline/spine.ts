@@ -7,6 +7,7 @@ import type { RunOutcome } from './outcome.ts';
 import { refuseSecrets, takeChange, type ChangeInput } from './phases/change.ts';
 import { runAttempts, type AttemptsInput, type RunCheckout, type RunTask, type SandboxRun } from './phases/attempts.ts';
 import { withInstructions } from './instructions.ts';
+import { reproduceIssue, withReproduction } from './reproduce.ts';
 import { releaseRun, type RunContext } from './run-context.ts';
 import { StaleTriggerError } from './validate-trigger.ts';
 
@@ -80,10 +81,14 @@ export async function runSpine<P extends PreparedRun>(ctx: RunContext, plug: Run
     if (done) return done;
     const prepared = await plug.prepare(ctx);
     const { task, instructions } = prepared.instructionsAt ? await withInstructions(ctx, prepared.task, prepared.instructionsAt, prepared.config.instructions) : { task: prepared.task, instructions: null };
-    const run = await stages.attempts(ctx, { config: prepared.config, task, instructions, checkout: prepared.checkout, subject: prepared.subject, beforeAgent: prepared.beforeAgent, onSetupOutcome: prepared.onSetupOutcome, seed: prepared.seed, plan: prepared.plan });
+    const input: AttemptsInput = { config: prepared.config, task, instructions, checkout: prepared.checkout, subject: prepared.subject, beforeAgent: prepared.beforeAgent, onSetupOutcome: prepared.onSetupOutcome, seed: prepared.seed, plan: prepared.plan };
+    // `reproduce: true`: a test that shows the issue first; the fix attempts are judged by it too.
+    const reproduction = prepared.config.reproduce ? await reproduceIssue(ctx, stages.attempts, input) : null;
+    const run = await stages.attempts(ctx, { ...input, reproTests: reproduction?.kept ?? null });
+    run.reproduction = reproduction;
     const agent = run.session.agent;
     if (agent.exitReason === 'cancelled') throw new CancelledError();
-    const patch = run.session.patch?.diff ?? Buffer.alloc(0);
+    const patch = withReproduction(run.session.patch?.diff ?? Buffer.alloc(0), reproduction);
     if (patch.length === 0) return await nothing(ctx, plug, prepared, run, { result: 'no_change', why: noPatchWhy(ctx, run), exitReason: agent.exitReason });
     const change = await stages.change(ctx, { source: prepared.source, baseCommit: prepared.checkout.baseCommit, patch, excludePaths: prepared.config.exclude_paths, commit: prepared.commit });
     if (!change.hasChanges) {

@@ -96,6 +96,40 @@ describe('evidence for every change (lilypad run)', () => {
     assert.equal(rows.find((a) => a.chosen)?.attempt, 3, 'the fresh attempt is verified and wins');
   });
 
+  test('--reproduce: a run writes a failing test first; the fix is judged by it (verified) and the test goes with the patch', async () => {
+    const reproTest = write('tests/test_repro.py', 'import unittest\n\nfrom calc import add\n\n\nclass ReproTest(unittest.TestCase):\n    def test_add_sums(self):\n        self.assertEqual(add(1, 1), 2)\n');
+    const asked: string[] = [];
+    const script = ({ body }: { body: ChatRequestBody }): ScriptedReply => {
+      const user = String(body.messages[1]!.content);
+      const turn = body.messages.filter((m) => m.role === 'assistant').length;
+      const repro = user.includes('Do not fix this issue yet');
+      if (turn === 0) asked.push(repro ? 'reproduce' : 'fix');
+      if (repro) return turn === 0 ? { toolCalls: [reproTest] } : { content: 'Wrote a failing test.' };
+      return turn === 0 ? { toolCalls: [FIX] } : { content: 'Fixed add().' };
+    };
+    const { result } = await run(script, ['--reproduce']);
+    assert.deepEqual(asked, ['reproduce', 'fix'], 'one reproduction run, then the fix');
+    assert.equal(result.reproduction.kept, true, JSON.stringify(result.reproduction));
+    assert.deepEqual(result.reproduction.files, ['tests/test_repro.py']);
+    assert.equal(result.evidence.verdict, 'verified', JSON.stringify(result.evidence, null, 2));
+    assert.ok(result.evidence.reproduction.some((id: string) => id.includes('test_add_sums')), JSON.stringify(result.evidence));
+    assert.deepEqual([...result.patch.files].sort(), ['calc.py', 'tests/test_repro.py'], 'the reproduction test is offered with the change');
+  });
+
+  test('--reproduce: a test that fails only with an import error is not kept', async () => {
+    const badTest = write('tests/test_repro.py', 'import unittest\n\nfrom calc import add_numbers\n\n\nclass ReproTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add_numbers(1, 1), 2)\n');
+    const script = ({ body }: { body: ChatRequestBody }): ScriptedReply => {
+      const repro = String(body.messages[1]!.content).includes('Do not fix this issue yet');
+      const turn = body.messages.filter((m) => m.role === 'assistant').length;
+      if (repro) return turn === 0 ? { toolCalls: [badTest] } : { content: 'Wrote a test.' };
+      return turn === 0 ? { toolCalls: [FIX] } : { content: 'Fixed add().' };
+    };
+    const { result } = await run(script, ['--reproduce']);
+    assert.equal(result.reproduction.kept, false, JSON.stringify(result.reproduction));
+    assert.match(result.reproduction.why, /import|did not load/);
+    assert.deepEqual(result.patch.files, ['calc.py']);
+  });
+
   test('best of 3: the verified attempt wins over a smaller unverified one and a failing one', async () => {
     const { result, stdout } = await run(scriptBySeed({ 1: STORIES['unverified']!, 2: STORIES['verified']!, 3: STORIES['failing']! }), ['--attempts', '3']);
     const chosen = result.attempts.rows.find((a: { chosen: boolean }) => a.chosen);

@@ -101,7 +101,7 @@ function pullRequestBody(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: F
     dropped: change.dropped,
     leftOut: run.session.patch?.leftOut ?? [],
     tests: run.session.tests ? { ...run.session.tests, perTest: perTestChanges(run.session.tests.verdicts) } : null,
-    evidence: evidenceSummary(run.session),
+    evidence: evidenceSummary(run.session, run),
     origin: originLine(p.effective),
     setupNotes: setupNotes(run.session.setup),
     run: {

@@ -20,6 +20,8 @@ export interface LocalOverrides extends ConfigOverrides {
   maxSeconds?: number | undefined;
   /** The sampling seed of a single attempt (eval's attempt N of k samples as the app's attempt N does). */
   seed?: number | undefined;
+  /** A reproduction run first, whatever the repository's configuration says (eval measures both). */
+  reproduce?: boolean | undefined;
 }
 
 export interface LocalTask {
@@ -111,5 +113,6 @@ function applyOverrides(config: EffectiveConfig['config'], o: LocalOverrides): E
     ...(o.attempts !== undefined ? { attempts: o.attempts } : {}),
     ...(o.maxSteps !== undefined ? { max_steps: o.maxSteps } : {}),
     ...(o.maxSeconds !== undefined ? { max_minutes: Math.max(1, Math.ceil(o.maxSeconds / 60)) } : {}),
+    ...(o.reproduce !== undefined ? { reproduce: o.reproduce } : {}),
   };
 }

@@ -8,6 +8,8 @@ import type { RepoConfig } from '../../config/repo-config.ts';
 import { UserError } from '../failures.ts';
 import type { RunPlan } from '../effective-config.ts';
 import type { InstructionsSummary } from '../instructions.ts';
+import type { ReproTests } from '../evidence-runs.ts';
+import type { Reproduction } from '../reproduce.ts';
 import type { RunContext } from '../run-context.ts';
 import { perTestChanges, setupNotes } from '../run-report.ts';
 import { runSandboxSession, type SandboxSessionInput, type SandboxSessionResult } from '../sandbox-session.ts';
@@ -40,6 +42,8 @@ export interface SandboxRun {
   startedAt: number;
   /** Best of k (k > 1): every attempt, and why the chosen one was chosen. */
   attempts?: { summaries: AttemptSummary[]; ranking: Ranking; patches: Array<Buffer | null> };
+  /** The reproduction run before the fix attempts (`reproduce: true`), and the tests it left. */
+  reproduction?: Reproduction | null | undefined;
 }
 
 export interface AttemptsInput {
@@ -57,6 +61,8 @@ export interface AttemptsInput {
   /** A single attempt's sampling seed; with best of k, attempt N has seed N. */
   seed?: number | undefined;
   plan: RunPlan;
+  /** Tests a reproduction run wrote before the fix attempts: each attempt is judged by them too. */
+  reproTests?: ReproTests | null | undefined;
 }
 
 /**
@@ -133,6 +139,7 @@ function sessionInput(ctx: RunContext, input: AttemptsInput, run: RunShape, atte
     keep: ctx.envCache ? { cache: ctx.envCache, repoId: plan.repoKey, keyFiles: plan.keyFiles } : null,
     setupNetwork: ctx.setupNetwork,
     extraCaPem: ctx.extraCaPem,
+    reproTests: input.reproTests,
     setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, settings.limits.setupTimeoutSeconds),
     onSetupOutcome: attempt === 1 ? input.onSetupOutcome : undefined,
     testCommand: config.test,
