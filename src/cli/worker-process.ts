@@ -13,7 +13,7 @@ import { SecretScanner } from '../observability/secrets.ts';
 import { SHUTDOWN } from '../pipeline/job-runner.ts';
 import type { SetupNetworkProvider } from '../pipeline/sandbox-session.ts';
 import { SandboxSlots } from '../pipeline/sandbox-slots.ts';
-import { EgressProxy, parseEgressPolicy, parsePrivateAllow } from '../sandbox/egress.ts';
+import { EgressProxy, parseEgressPolicy, parsePrivateAllow, readEgressHostsFile } from '../sandbox/egress.ts';
 import { checkSandboxRuntime } from '../sandbox/runtime.ts';
 import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
 import { CancelBus, type CancelRequest } from '../store/cancel-bus.ts';
@@ -63,6 +63,8 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const prefix = env.LILYPAD_QUEUE_PREFIX;
   // A CA bundle that is missing or not PEM stops the worker now, naming the setting, not setup later.
   const extraCa = prepareExtraCa(env);
+  // So does a bad LILYPAD_SETUP_EGRESS_HOSTS, or a name it maps to an address the proxy would refuse.
+  const egressHosts = readEgressHostsFile(env.LILYPAD_SETUP_EGRESS_HOSTS, parsePrivateAllow(env.LILYPAD_SETUP_EGRESS_PRIVATE));
   const redis = createRedis(opts.redisUrl);
   const status = new StatusComments(redis, prefix, new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, opts.github.opts.privateKey]), () => opts.github.botLogin());
   const cancelBus = new CancelBus(redis, prefix, logger);
@@ -80,7 +82,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
 
   // Setup commands reach the network only through this worker's egress proxy (or not at all).
   const labels = { [LABEL_WORKER]: workerId, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix, [LABEL_INSTALLATION]: installation };
-  const setupNetwork = opts.setupNetwork !== undefined ? opts.setupNetwork : await startEgress(env, opts.docker, labels, logger);
+  const setupNetwork = opts.setupNetwork !== undefined ? opts.setupNetwork : await startEgress(env, opts.docker, labels, egressHosts, logger);
 
   const events = startEventWorker({ env, github: opts.github, logger, redis, redisUrl: opts.redisUrl, status, cancelBus, runQueue, runsQueue, eventsQueue });
   const background = backgroundWork();
@@ -184,7 +186,7 @@ async function occupyMachine(opts: WorkerOptions, redis: Redis, instance: string
 }
 
 /** The egress proxy for setup commands, unless LILYPAD_SETUP_EGRESS=none. */
-async function startEgress(env: Env, docker: Docker, labels: Record<string, string>, logger: Logger): Promise<SetupNetworkProvider | null> {
+async function startEgress(env: Env, docker: Docker, labels: Record<string, string>, hostsFile: string | undefined, logger: Logger): Promise<SetupNetworkProvider | null> {
   const policy = parseEgressPolicy(env.LILYPAD_SETUP_EGRESS, { githubHost: env.GHE_HOST ?? 'github.com' });
   if (policy.mode === 'none') return null;
   const proxy = await EgressProxy.start(docker, {
@@ -193,7 +195,8 @@ async function startEgress(env: Env, docker: Docker, labels: Record<string, stri
     privateAllow: parsePrivateAllow(env.LILYPAD_SETUP_EGRESS_PRIVATE),
     labels,
     sandboxImage: env.LILYPAD_SANDBOX_IMAGE,
+    hostsFile,
   });
-  logger.info({ allowed: proxy.allowed, notes: proxy.notes }, 'egress proxy for setup commands started');
+  logger.info({ allowed: proxy.allowed, notes: proxy.notes, pinnedNames: hostsFile ? hostsFile.trim().split('\n').length : 0 }, 'egress proxy for setup commands started');
   return proxy;
 }

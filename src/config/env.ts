@@ -38,6 +38,8 @@ export const envSchema = z.object({
   LILYPAD_TOOLBOX_MAX_LINE_MB: positiveInt(64),
   LILYPAD_SETUP_EGRESS: z.string().default('registries'),
   LILYPAD_SETUP_EGRESS_PRIVATE: z.string().default(''),
+  // A hosts-format file the egress proxy resolves names with before DNS (src/sandbox/egress.ts reads and checks it at start).
+  LILYPAD_SETUP_EGRESS_HOSTS: optionalText,
   LILYPAD_EGRESS_IMAGE: z.string().min(1).default('lilypad-egress:latest'),
   LILYPAD_SETUP_TIMEOUT_SECONDS: positiveInt(1800),
   // Kept environments (images committed after setup), least recently used removed past this; 0 turns keeping off.

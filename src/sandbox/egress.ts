@@ -1,6 +1,8 @@
+import { readFileSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
+import path from 'node:path';
 import type Docker from 'dockerode';
 import { z } from 'zod';
 import { ConfigError } from '../config/env.ts';
@@ -358,14 +360,76 @@ export function renderSquidPolicy(policy: SquidPolicy): string {
 /** Validates a hosts file (`address name...` lines) for Squid's hosts_file. */
 function checkHostsFile(text: string): string {
   for (const raw of text.split('\n')) {
-    const line = raw.replace(/#.*/, '').trim();
-    if (line === '') continue;
-    const [ip = '', ...names] = line.split(/\s+/);
-    if (net.isIP(ip) === 0 || names.length === 0 || !names.every((n) => isHostName(n.toLowerCase()))) {
-      throw new SandboxError(`bad line in the egress proxy's hosts file: ${JSON.stringify(raw)} (expected "<address> <name>...")`);
-    }
+    const problem = hostsLineProblem(raw);
+    if (problem) throw new SandboxError(`bad line in the egress proxy's hosts file: ${JSON.stringify(raw)}: ${problem}`);
   }
   return text;
+}
+
+/** What is wrong with one hosts-format line (`<address> <name>...`, `#` comments), or null. */
+function hostsLineProblem(raw: string): string | null {
+  const line = raw.replace(/#.*/, '').trim();
+  if (line === '') return null;
+  const [ip = '', ...names] = line.split(/\s+/);
+  if (net.isIP(ip) === 0) {
+    return names.some((n) => net.isIP(n) !== 0) ? 'the address comes first, then the names ("10.20.0.5 npm.internal.example")' : `${JSON.stringify(ip)} is not an IP address (expected "<address> <name>...")`;
+  }
+  if (names.length === 0) return 'an address without a name (expected "<address> <name>...")';
+  for (const name of names) {
+    if (name.includes('*')) return `${JSON.stringify(name)} is a wildcard: a hosts file maps exact names; list each name`;
+    if (/[:/]/.test(name)) return `${JSON.stringify(name)} is not a host name: give names only, without scheme, port or path`;
+    if (!isHostName(name.toLowerCase().replace(/\.$/, ''))) return `${JSON.stringify(name)} is not a host name`;
+  }
+  return null;
+}
+
+const HOSTS_VAR = 'LILYPAD_SETUP_EGRESS_HOSTS';
+const MAX_HOSTS_BYTES = 1024 * 1024;
+
+/**
+ * Reads LILYPAD_SETUP_EGRESS_HOSTS once, at start: a hosts-format file the egress proxy resolves
+ * names with before DNS (an internal registry or mirror the workers' DNS does not know). Returns
+ * its lines normalised for Squid's hosts_file (comments dropped, names in lower case), undefined
+ * when the setting is unset. A ConfigError names the setting, the line and the fix when the file
+ * is missing, unreadable or not hosts format, or maps a name to an address setup may not reach:
+ * the proxy refuses private addresses whatever resolved them, so such an address must be in
+ * LILYPAD_SETUP_EGRESS_PRIVATE too, and loopback, link-local and the like never can be.
+ */
+export function readEgressHostsFile(value: string | undefined, privateAllow: readonly AddressRange[], cwd = process.cwd()): string | undefined {
+  const given = value?.trim();
+  if (!given) return undefined;
+  const file = path.resolve(cwd, given);
+  const fail = (problem: string, fix: string) => new ConfigError(`${HOSTS_VAR}=${given}: ${file} ${problem}; ${fix}`);
+  let text: string;
+  try {
+    const info = statSync(file);
+    if (!info.isFile()) throw fail('is not a file', 'give the path of a hosts-format file ("<address> <name>..." per line)');
+    if (info.size > MAX_HOSTS_BYTES) throw fail(`is ${info.size} bytes, more than a hosts file for a few registries needs (1 MiB)`, 'list only the names setup must reach');
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw fail('does not exist', 'give the path of a hosts-format file on the worker machine, or unset the setting');
+    throw fail(`cannot be read (${code ?? (err as Error).message})`, 'make it readable by the user Lilypad runs as');
+  }
+  const reachable = refusedMinusExempt(builtInRefused(), privateAllow);
+  const never = NEVER_EXEMPT.map(mustParseCidr);
+  const out: string[] = [];
+  for (const [i, raw] of text.split(/\r?\n/).entries()) {
+    const where = `line ${i + 1} (${JSON.stringify(raw.trim())})`;
+    const problem = hostsLineProblem(raw);
+    if (problem) throw fail(`${where}: ${problem}`, 'write one "<address> <name>..." per line, e.g. "10.20.0.5 npm.internal.example"');
+    const [ip, ...names] = raw.replace(/#.*/, '').trim().split(/\s+/);
+    if (!ip) continue;
+    if (never.some((r) => addressRefused(ip, [r]))) {
+      throw fail(`${where}: ${ip} is a loopback, link-local, multicast or reserved address, which setup may never reach`, 'map the name to the address of the mirror on your network');
+    }
+    if (addressRefused(ip, reachable)) {
+      throw fail(`${where}: ${ip} is a private address, which the egress proxy refuses`, `add it (or its range) to ${PRIVATE_VAR}, e.g. ${PRIVATE_VAR}=${ip}${net.isIPv4(ip) ? '/32' : '/128'}`);
+    }
+    out.push(`${ip} ${names.map((n) => n.toLowerCase().replace(/\.$/, '')).join(' ')}`);
+  }
+  return out.length > 0 ? `${out.join('\n')}\n` : '';
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -61,8 +61,9 @@ export function parseNodeSpec(text: string): OutcomeMap {
   for (const line of text.split('\n')) {
     // The reporter repeats failures at the end without their suites: the first listing is enough.
     if (/^✖ failing tests:/.test(line)) break;
-    // "﹣ name (0.1ms) # reason" for a skip, "✔ name (0.1ms) # TODO" for a todo that passed.
-    const m = /^(\s*)(✔|✖|﹣|▶)\s+(.*?)(?:\s+\([\d.]+m?s\))?(?:\s+#\s*(.*))?$/.exec(line);
+    // "﹣ name (0.1ms) # reason" for a skip, "✔ name (0.1ms) # TODO" for a todo that passed. A test's
+    // line always ends with its duration (node 18 to 23); a linter's "✖  12:3  message" never does.
+    const m = /^(\s*)(✔|✖|﹣)\s+(.*?)\s+\([\d.]+m?s\)(?:\s+#\s*(.*))?$/.exec(line) ?? /^(\s*)(▶)\s+(.*?)(?:\s+\([\d.]+m?s\))?()$/.exec(line);
     if (!m) continue;
     const depth = Math.floor(m[1]!.length / 2);
     if (m[2] === '▶') {

@@ -74,6 +74,14 @@ describe('per-test parsers on real output', () => {
     for (const [id, o] of Object.entries(nodeExpected)) assert.equal(r[id], o, id);
   });
 
+  test("a linter's ✖ lines are not node tests (npm test running `xo && ava`): only lines that end with a duration are", () => {
+    const xo = '\n> pkg@1.0.0 test\n> xo && ava\n\n  node_modules/@types/node/http2.d.ts:1064:20\n  ✖  1064:20   Cannot find name E.\n  ✖  1065:21   , expected.\n\n  2 errors\n';
+    const alone = parseTestRun('npm', xo);
+    assert.equal(alone.parsed, false, JSON.stringify(alone));
+    const r = outcomes(parseTestRun('npm', `${xo}\n✔ adds (1.6ms)\n✖ fails (1.2ms)\n▶ group\n  ✔ inner (0.2ms)\n▶ group (0.4ms)\n`));
+    assert.deepEqual(r, { adds: 'passed', fails: 'failed', 'group > inner': 'passed' });
+  });
+
   test('TAP from other producers: no dash, no description, TODO', () => {
     const r = outcomes(parseTestRun(null, 'TAP version 13\n1..4\nok 1 first\nnot ok 2 - second\nok 3 # SKIP no db\nnot ok 4 - later # TODO\n'));
     assert.deepEqual(r, { first: 'passed', second: 'failed', '#3': 'skipped', later: 'skipped' });
