@@ -46,7 +46,7 @@ export function startEventWorker(deps: EventWorkerDeps): Worker<EventJob> {
       const started = Date.now();
       try {
         const outcome = await handleEvent(evt, { env, github: deps.github, runs: deps.runQueue, redis, status: deps.status, cancelBus: deps.cancelBus, logger });
-        logger.info({ delivery: evt.deliveryId, kind: evt.kind, issue: `${evt.owner}/${evt.repo}#${evt.issueNumber}`, outcome }, 'event handled');
+        logger.info({ delivery: evt.deliveryId, kind: evt.kind, issue: 'issueNumber' in evt ? `${evt.owner}/${evt.repo}#${evt.issueNumber}` : `${evt.owner}/${evt.repo}@${evt.headSha.slice(0, 7)}`, outcome }, 'event handled');
         jobFinished('event', 'handled', (Date.now() - started) / 1000);
         return outcome;
       } catch (err) {

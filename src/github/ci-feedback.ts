@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { sanitizeIssueText } from '../agent/prompt.ts';
 import type { SecretScanner } from '../observability/secrets.ts';
+import { escapeMentions } from '../shared/escape-mentions.ts';
 import { DEFAULT_LOG_TAIL_LIMITS, fetchJobLogTail, type LogTail, type LogTailLimits } from './ci-job-log.ts';
 import { failureSignature } from './ci-signature.ts';
 import { statusOf, type GitHubClient } from './client.ts';
@@ -21,7 +22,8 @@ import { statusOf, type GitHubClient } from './client.ts';
  *   cut after `lineChars`). pipeline/ci-fix-task.ts then fits all of it into a token budget.
  * - What is removed: every text goes through the issue-text hygiene (HTML comments, zero-width and
  *   bidi characters) and the SecretScanner (`redact`), after terminal escapes and control
- *   characters are stripped from the log.
+ *   characters are stripped from the log; `@mentions` become inline code (`@name` in backticks), so
+ *   a name a log prints pings nobody wherever the text is passed on.
  * - How it is shown: in its own section of the task, log tails in fenced blocks, introduced as CI
  *   output to diagnose rather than instructions. It cannot be told apart from the repository's own
  *   output, so none of it is given the standing of a writer's instruction.
@@ -166,10 +168,10 @@ function clip(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max)} [… ${text.length - max} more characters]` : text;
 }
 
-/** The cleaning every piece of CI text goes through: hidden text out, secrets redacted, bounded. */
+/** The cleaning every piece of CI text goes through: hidden text out, secrets redacted, mentions defused, bounded. */
 function cleanText(text: string, max: number, scanner: SecretScanner): string {
   const visible = sanitizeIssueText(text.replace(/\x1b\[[0-?]*[ -/]*[@-~]/g, '').replace(/[\x00-\x08\x0b-\x1f\x7f]/g, '')).text;
-  return clip(scanner.redact(visible).trim(), max);
+  return clip(escapeMentions(scanner.redact(visible)).trim(), max);
 }
 
 /** The annotations worth showing, most severe first, bounded; the runner's exit-code note is left to the log. */

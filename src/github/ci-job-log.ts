@@ -1,13 +1,14 @@
 import { sanitizeIssueText } from '../agent/prompt.ts';
 import type { SecretScanner } from '../observability/secrets.ts';
+import { escapeMentions } from '../shared/escape-mentions.ts';
 import { statusOf, type GitHubClient } from './client.ts';
 
 /**
  * The tail of a GitHub Actions job's log, as data for a "fix CI" task: only the end of the file is
  * downloaded (a byte range), then cleaned (timestamps, colours, progress redraws and workflow
- * command markers removed), cut to its last lines and bytes, scrubbed of hidden text and
- * secret-scanned. GitHub answers the log request with a redirect to a short-lived signed address on
- * its blob storage; that address is fetched without Lilypad's token.
+ * command markers removed), cut to its last lines and bytes, scrubbed of hidden text,
+ * secret-scanned, and its @mentions defused. GitHub answers the log request with a redirect to a
+ * short-lived signed address on its blob storage; that address is fetched without Lilypad's token.
  */
 
 export interface LogTailLimits {
@@ -107,7 +108,8 @@ export function tailOfLog(raw: string, opts: { partial: boolean; scanner: Secret
   const hygiene = sanitizeIssueText(lines.join('\n'));
   const redacted = opts.scanner.redact(hygiene.text);
   const redactions = count(redacted, '[REDACTED]') - count(hygiene.text, '[REDACTED]');
-  const kept = redacted.split('\n');
+  // A log can print an issue body or a comment: its @mentions are defused like any other quoted text.
+  const kept = escapeMentions(redacted).split('\n');
   return {
     lines: kept,
     droppedLines: read - kept.length,

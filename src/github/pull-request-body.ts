@@ -1,3 +1,4 @@
+import { escapeMentions } from '../shared/escape-mentions.ts';
 import type { TestOutcome } from '../test-results/test-outcome.ts';
 import { groupLeftOut, type LeftOutPath } from '../workspace/leftovers.ts';
 import { whyUnfinished } from './status-comment.ts';
@@ -185,10 +186,6 @@ export function fence(text: string): string {
 /** Model-written text: no HTML comments, no @mentions that would ping people. */
 export function quoteUntrusted(text: string): string {
   return escapeMentions(text.replace(/<!--[\s\S]*?(-->|$)/g, '').trim()).slice(0, 20_000);
-}
-
-function escapeMentions(text: string): string {
-  return text.replace(/(^|[^\w`])@([A-Za-z0-9][A-Za-z0-9-]*(?:\/[A-Za-z0-9_.-]+)?)/g, '$1`@$2`');
 }
 
 function formatSeconds(s: number): string {

@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { ApplicationFunction, Context } from 'probot';
-import { eventJobId, type EventJob } from '../store/jobs.ts';
+import { eventJobId, type CiEventJob, type EventJob, type IssueEventJob } from '../store/jobs.ts';
 
 /**
  * The Probot app: webhooks are validated (Probot checks X-Hub-Signature-256 on the raw body) and
@@ -12,9 +12,16 @@ const COMMAND = /^\s*\/lilypad\b/i;
 /** The instructions given with `/lilypad` are kept up to this length in the event. */
 const MAX_COMMAND_CHARS = 4000;
 
+/** What every event job takes from the delivery rather than from the event's own fields. */
+type FromDelivery = 'deliveryId' | 'receivedAt' | 'installationId' | 'repoId' | 'owner' | 'repo' | 'sender';
+
+/** Check conclusions and status states that mean "failed": only these can start a CI fix. */
+const FAILED_CHECK = new Set(['failure', 'timed_out', 'action_required']);
+const FAILED_STATUS = new Set(['failure', 'error']);
+
 export function lilypadApp(events: Queue<EventJob>): ApplicationFunction {
   return (app) => {
-    const enqueue = async (context: Context, data: Omit<EventJob, 'deliveryId' | 'receivedAt' | 'installationId' | 'repoId' | 'owner' | 'repo' | 'sender'>) => {
+    const enqueue = async (context: Context, data: Omit<IssueEventJob, FromDelivery> | Omit<CiEventJob, FromDelivery>) => {
       const payload = context.payload as {
         installation?: { id: number };
         repository: { id: number; name: string; owner: { login: string } };
@@ -86,6 +93,37 @@ export function lilypadApp(events: Queue<EventJob>): ApplicationFunction {
       const { pull_request: pr, label } = context.payload;
       if (!label) return;
       await enqueue(context, { kind: 'pr_unlabeled', issueNumber: pr.number, label: label.name });
+    });
+    // CI results on a commit: only failures matter (a fix is for a failing check); which commit's
+    // pull request they belong to, and whether it is Lilypad's, is decided in the worker.
+    app.on('check_run.completed', async (context) => {
+      const run = context.payload.check_run;
+      if (!FAILED_CHECK.has(String(run.conclusion))) return;
+      await enqueue(context, {
+        kind: 'check_run',
+        headSha: run.head_sha,
+        pullNumbers: run.pull_requests.map((p) => p.number).slice(0, 50),
+        name: run.name.slice(0, 500),
+        app: run.app?.slug ?? null,
+        conclusion: String(run.conclusion),
+        suiteCompleted: run.check_suite?.status === 'completed',
+      });
+    });
+    app.on('check_suite.completed', async (context) => {
+      const suite = context.payload.check_suite;
+      if (!FAILED_CHECK.has(String(suite.conclusion))) return;
+      await enqueue(context, {
+        kind: 'check_suite',
+        headSha: suite.head_sha,
+        pullNumbers: suite.pull_requests.map((p) => p.number).slice(0, 50),
+        app: suite.app?.slug ?? null,
+        conclusion: String(suite.conclusion),
+      });
+    });
+    app.on('status', async (context) => {
+      const { state, sha, context: name } = context.payload;
+      if (!FAILED_STATUS.has(state)) return;
+      await enqueue(context, { kind: 'status', headSha: sha, pullNumbers: [], name: name.slice(0, 500), app: null, conclusion: state });
     });
     // Who edits an issue while its job waits or runs decides whether the pinned text still holds.
     app.on('issues.edited', async (context) => {

@@ -11,7 +11,7 @@ import type { FailingCheck } from '../github/ci-feedback.ts';
  * note), and says what it cut.
  */
 
-const DEFAULT_CI_TASK_TOKEN_BUDGET = 16_000;
+export const DEFAULT_CI_TASK_TOKEN_BUDGET = 16_000;
 
 export interface CiFixTaskInput {
   /** The issue text pinned when the first run was triggered. */

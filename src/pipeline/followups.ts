@@ -49,17 +49,33 @@ const lock = <T>(deps: FollowupDeps, t: FollowupTarget, fn: () => Promise<T>) =>
 
 /** Records a request; queues a run unless one is waiting or running (which then takes it). */
 export async function requestFollowup(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, req: FollowupRequest): Promise<string> {
+  return lock(deps, target, () => appendAndQueue(deps, client, target, req));
+}
+
+/**
+ * Lilypad's own requests (an automatic CI fix): made only while no follow-up runs or waits on the
+ * pull request, decided under the same lock as every request, so nothing slips in between. Null:
+ * one does, and nothing was recorded.
+ */
+export async function requestFollowupIfIdle(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, req: FollowupRequest): Promise<string | null> {
   return lock(deps, target, async () => {
-    await appendRequest(deps.redis, deps.prefix, target, req);
     const current = await currentFollowup(deps.redis, deps.prefix, target);
-    const state = current ? await deps.runs.state(current) : undefined;
-    if (current && isLive(state)) return `coalesced into follow-up ${current} (${state})`;
-    const queued = await queueNext(deps, client, target, req);
-    if (queued) return `queued: ${queued}`;
-    await dropPendingRequests(deps.redis, deps.prefix, target);
-    await clearCurrentFollowup(deps.redis, deps.prefix, target);
-    return `refused: max_followups (${req.maxFollowups ?? DEFAULT_MAX_FOLLOWUPS}) reached`;
+    if (current && isLive(await deps.runs.state(current))) return null;
+    if (await firstPendingRequest(deps.redis, deps.prefix, target)) return null;
+    return appendAndQueue(deps, client, target, req);
   });
+}
+
+async function appendAndQueue(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, req: FollowupRequest): Promise<string> {
+  await appendRequest(deps.redis, deps.prefix, target, req);
+  const current = await currentFollowup(deps.redis, deps.prefix, target);
+  const state = current ? await deps.runs.state(current) : undefined;
+  if (current && isLive(state)) return `coalesced into follow-up ${current} (${state})`;
+  const queued = await queueNext(deps, client, target, req);
+  if (queued) return `queued: ${queued}`;
+  await dropPendingRequests(deps.redis, deps.prefix, target);
+  await clearCurrentFollowup(deps.redis, deps.prefix, target);
+  return `refused: max_followups (${req.maxFollowups ?? DEFAULT_MAX_FOLLOWUPS}) reached`;
 }
 
 const DEFAULT_MAX_FOLLOWUPS = 10;
@@ -121,7 +137,8 @@ async function queueNext(deps: FollowupDeps, client: GitHubClient, target: Follo
   const jobId = followupJobId(target.repoId, target.pullNumber, seq);
   const slot = `followup-${seq}`;
   // "Queued" first, so that a fast worker's "running" can never be overwritten by it.
-  await deps.status.set(client, prRef(target), { state: 'queued', position: (await deps.runs.waitingCount()) + 1 }, first.by, slot);
+  const note = first.ci?.auto ? 'Started by Lilypad itself: CI fails on this pull request (`ci_fix: auto`).' : undefined;
+  await deps.status.set(client, prRef(target), { state: 'queued', position: (await deps.runs.waitingCount()) + 1, ...(note ? { note } : {}) }, first.by, slot);
   await deps.runs.add(jobId, {
     kind: 'followup',
     installationId: target.installationId,

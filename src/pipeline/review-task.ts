@@ -65,7 +65,7 @@ export interface ReviewTask {
   warnings: string[];
 }
 
-const CONTROL_COMMAND = /^\/lilypad(?:\s+(?:ci|cancel|stop|run|start))?\s*$/i;
+const CONTROL_COMMAND = /^\/lilypad(?:\s+(?:ci|fix-ci|cancel|stop|run|start))?\s*$/i;
 
 type Item =
   | { kind: 'thread'; thread: FeedbackThread; at: string; pinned: boolean }

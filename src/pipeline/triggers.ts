@@ -11,9 +11,10 @@ import type { Logger } from '../observability/logger.ts';
 import type { CancelBus } from '../store/cancel-bus.ts';
 import { clearFinishing, isFinishing } from '../store/finishing-marks.ts';
 import { forgetIssueEdits, recordIssueEdit, type IssueEdit } from '../store/issue-edits.ts';
-import { pinText, runJobId, type EventJob, type PinnedText, type RunJob } from '../store/jobs.ts';
+import { isCiEvent, pinText, runJobId, type EventJob, type IssueEventJob, type PinnedText, type RunJob } from '../store/jobs.ts';
 import { withRedisLock } from '../store/redis-lock.ts';
 import { isLive, type JobState, type RunQueue } from '../store/run-queue.ts';
+import { ciFixCommand, handleCiEvent } from './ci-triggers.ts';
 import { cancelFollowups, requestFollowup, type FollowupDeps, type FollowupTarget } from './followups.ts';
 import { readPrRecord } from '../store/pull-records.ts';
 import { keys } from '../store/keys.ts';
@@ -31,7 +32,7 @@ export interface TriggerDeps {
 export type Intent = { kind: 'trigger'; label: string } | { kind: 'cancel'; why: string } | { kind: 'ignore' };
 
 /** What a webhook asks for, given the repository's trigger label. */
-export function intentOf(evt: EventJob, triggerLabel: string): Intent {
+export function intentOf(evt: IssueEventJob, triggerLabel: string): Intent {
   const same = (l: string | undefined) => (l ?? '').toLowerCase() === triggerLabel.toLowerCase();
   switch (evt.kind) {
     case 'labeled':
@@ -64,6 +65,7 @@ export function intentOf(evt: EventJob, triggerLabel: string): Intent {
  * webhook request.
  */
 export async function handleEvent(evt: EventJob, deps: TriggerDeps): Promise<string> {
+  if (isCiEvent(evt)) return handleCiEvent(evt, deps);
   const ref: IssueRef = { owner: evt.owner, repo: evt.repo, issueNumber: evt.issueNumber };
   const installation = await deps.github.installation(evt.installationId);
   const octokit: GitHubClient = installation;
@@ -102,7 +104,7 @@ export async function handleEvent(evt: EventJob, deps: TriggerDeps): Promise<str
   return startJob(evt, deps, octokit, ref, jobId, intent.label);
 }
 
-async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, label: string): Promise<string> {
+async function startJob(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, label: string): Promise<string> {
   return withIssueLock(deps, jobId, async () => {
     let state = await deps.runs.state(jobId);
     if (state === 'active' && (await isFinishing(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, jobId))) {
@@ -144,7 +146,7 @@ async function startJob(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient,
   });
 }
 
-async function cancel(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, why: string, byUser: boolean): Promise<string> {
+async function cancel(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, why: string, byUser: boolean): Promise<string> {
   return withIssueLock(deps, jobId, async () => {
     const state = await deps.runs.state(jobId);
     const job = await deps.runs.data(jobId);
@@ -172,7 +174,7 @@ async function cancel(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, r
  * read is what the branch held when they wrote the command: the comment's own creation time (from
  * GitHub, not the delivery) bounds the tip that may be released.
  */
-async function ciCommand(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, sha: string | undefined): Promise<string> {
+async function ciCommand(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, sha: string | undefined): Promise<string> {
   await acknowledge(octokit, ref, acknowledged(evt));
   const commandAt = evt.commentId
     ? (await octokit.request('GET /repos/{owner}/{repo}/issues/comments/{comment_id}', { owner: evt.owner, repo: evt.repo, comment_id: evt.commentId })).data.created_at
@@ -197,7 +199,7 @@ async function ciCommand(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient
  * after the label was put back (or a label handled after it was taken off) is stale: the later
  * event decides.
  */
-async function staleLabelEvent(evt: EventJob, octokit: GitHubClient, ref: IssueRef, triggerLabel: string): Promise<string | undefined> {
+async function staleLabelEvent(evt: IssueEventJob, octokit: GitHubClient, ref: IssueRef, triggerLabel: string): Promise<string | undefined> {
   if (evt.kind !== 'labeled' && evt.kind !== 'unlabeled') return undefined;
   const { data } = await octokit.request('GET /repos/{owner}/{repo}/issues/{issue_number}/labels', { owner: ref.owner, repo: ref.repo, issue_number: ref.issueNumber, per_page: 100 });
   const present = data.some((l) => l.name.toLowerCase() === triggerLabel.toLowerCase());
@@ -217,7 +219,7 @@ async function waitUntilNotActive(runs: RunQueue, jobId: string): Promise<JobSta
 }
 
 /** An edit of an issue whose job waits or runs: remember who made it and whether they may. */
-async function recordEdit(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, jobId: string): Promise<string> {
+async function recordEdit(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubClient, jobId: string): Promise<string> {
   if (!isLive(await deps.runs.state(jobId))) return 'ignored: no live job for the edited issue';
   const writer = evt.sender.type !== 'Bot' && (await hasWriteAccess(octokit, evt.owner, evt.repo, evt.sender.login));
   const entry: IssueEdit = { login: evt.sender.login, writer, at: evt.receivedAt };
@@ -234,18 +236,20 @@ function withIssueLock<T>(deps: TriggerDeps, jobId: string, fn: () => Promise<T>
   return withRedisLock(deps.redis, keys.triggerLock(deps.env.LILYPAD_QUEUE_PREFIX, jobId), { ttlMs: 30_000, waitMs: 10_000 }, fn);
 }
 
-const PR_EVENTS = new Set<EventJob['kind']>(['pr_comment', 'review', 'review_comment', 'pr_closed', 'pr_unlabeled']);
+const PR_EVENTS = new Set<IssueEventJob['kind']>(['pr_comment', 'review', 'review_comment', 'pr_closed', 'pr_unlabeled']);
 
 /** What a 👀 acknowledges for this event: the comment, the line comment, or the review. */
-function acknowledged(evt: EventJob): Acknowledged | null {
+function acknowledged(evt: IssueEventJob): Acknowledged | null {
   if ((evt.kind === 'comment' || evt.kind === 'pr_comment') && evt.commentId) return { kind: 'comment', id: evt.commentId };
   if (evt.kind === 'review_comment' && evt.commentId) return { kind: 'review_comment', id: evt.commentId };
   if (evt.kind === 'review' && evt.reviewNodeId) return { kind: 'review', nodeId: evt.reviewNodeId };
   return null;
 }
 
-/** `/lilypad` and its words: `ci`, `cancel` (or `stop`), or instructions (possibly none). */
-export function parseCommand(text: string | undefined): { kind: 'ci'; sha?: string } | { kind: 'cancel' } | { kind: 'revise'; instructions: string } | null {
+/** `/lilypad` and its words: `ci`, `fix-ci` (and instructions), `cancel` (or `stop`), or instructions (possibly none). */
+export function parseCommand(
+  text: string | undefined,
+): { kind: 'ci'; sha?: string } | { kind: 'fix-ci'; instructions: string } | { kind: 'cancel' } | { kind: 'revise'; instructions: string } | null {
   const m = /^\s*\/lilypad\b([\s\S]*)$/i.exec(text ?? '');
   if (!m) return null;
   const rest = (m[1] ?? '').trim();
@@ -254,6 +258,7 @@ export function parseCommand(text: string | undefined): { kind: 'ci'; sha?: stri
   if (word === 'ci' && words.length === 1) return { kind: 'ci' };
   // `/lilypad ci <sha>`: release exactly that commit (7 to 40 hex digits).
   if (word === 'ci' && words.length === 2 && /^[0-9a-f]{7,40}$/i.test(words[1]!)) return { kind: 'ci', sha: words[1]!.toLowerCase() };
+  if (word === 'fix-ci') return { kind: 'fix-ci', instructions: rest.replace(/^fix-ci\b\s*/i, '') };
   if ((word === 'cancel' || word === 'stop') && rest.split(/\s+/).length <= 3) return { kind: 'cancel' };
   return { kind: 'revise', instructions: rest.replace(/^(run|start)\b\s*/i, '') };
 }
@@ -262,7 +267,7 @@ export function parseCommand(text: string | undefined): { kind: 'ci'; sha?: stri
  * Events on a pull request. Only Lilypad's own pull requests (ones it opened and keeps a record
  * of) are revised; `/lilypad ci` keeps working on any Lilypad branch, as before.
  */
-async function handlePullRequestEvent(evt: EventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef): Promise<string> {
+async function handlePullRequestEvent(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef): Promise<string> {
   const prefix = deps.env.LILYPAD_QUEUE_PREFIX;
   const record = await readPrRecord(deps.redis, prefix, evt.repoId, evt.issueNumber);
   const target: FollowupTarget | null = record
@@ -279,8 +284,16 @@ async function handlePullRequestEvent(evt: EventJob, deps: TriggerDeps, octokit:
   const wantsRevision =
     command?.kind === 'revise' ||
     (evt.kind === 'review' && evt.reviewState === 'changes_requested' && command === null && (!loaded.ok || loaded.config.review_trigger === 'changes_requested'));
-  const intent: 'ci' | 'cancel' | 'revise' | null =
-    evt.kind === 'pr_unlabeled' ? ((evt.label ?? '').toLowerCase() === triggerLabel.toLowerCase() ? 'cancel' : null) : command?.kind === 'ci' ? 'ci' : command?.kind === 'cancel' ? 'cancel' : wantsRevision ? 'revise' : null;
+  const intent: 'ci' | 'fix-ci' | 'cancel' | 'revise' | null =
+    evt.kind === 'pr_unlabeled'
+      ? (evt.label ?? '').toLowerCase() === triggerLabel.toLowerCase()
+        ? 'cancel'
+        : null
+      : command?.kind === 'ci' || command?.kind === 'fix-ci' || command?.kind === 'cancel'
+        ? command.kind
+        : wantsRevision
+          ? 'revise'
+          : null;
   if (!intent) return 'ignored: not a Lilypad command';
   if (intent !== 'ci' && !target) return 'ignored: not a Lilypad pull request';
 
@@ -300,6 +313,7 @@ async function handlePullRequestEvent(evt: EventJob, deps: TriggerDeps, octokit:
     return 'refused: invalid configuration';
   }
   await acknowledge(octokit, ref, acknowledged(evt));
+  if (command?.kind === 'fix-ci') return ciFixCommand(evt, deps, octokit, target!, command.instructions, loaded.config);
   return requestFollowup(fdeps, octokit, target!, {
     by: evt.sender.login,
     instructions: command?.kind === 'revise' ? command.instructions : '',

@@ -13,7 +13,13 @@ const followupRequestSchema = z.object({
   by: z.string(),
   /** The text after `/lilypad` (empty for a "changes requested" review without the command). */
   instructions: z.string(),
-  trigger: z.enum(['comment', 'review', 'review_comment']),
+  /** ci: Lilypad's own automatic CI fix (`ci_fix: auto`); `/lilypad fix-ci` is a comment with `ci`. */
+  trigger: z.enum(['comment', 'review', 'review_comment', 'ci']),
+  /**
+   * A request to fix failing CI: the head commit whose checks failed when it was made (the run reads
+   * the checks on the head it works on), and whether Lilypad made it by itself.
+   */
+  ci: z.object({ headSha: z.string().regex(/^[0-9a-f]{40}$/), auto: z.boolean() }).optional(),
   commentId: z.number().int().optional(),
   reviewId: z.number().int().optional(),
   deliveryId: z.string(),

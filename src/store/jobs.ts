@@ -14,8 +14,8 @@ const issueRef = {
   issueNumber: z.number().int().positive(),
 };
 
-/** A webhook, reduced to what the trigger logic needs. One job per delivery (X-GitHub-Delivery). */
-export const eventJobSchema = z.object({
+/** A webhook on an issue or a pull request, reduced to what the trigger logic needs. One job per delivery (X-GitHub-Delivery). */
+const issueEventJobSchema = z.object({
   ...issueRef,
   deliveryId: z.string().min(1),
   /**
@@ -39,7 +39,45 @@ export const eventJobSchema = z.object({
   sender: z.object({ login: z.string(), type: z.string() }),
   receivedAt: z.string(),
 });
+
+/**
+ * A CI result that failed on a commit: `check_run.completed` and `check_suite.completed` with a
+ * failing conclusion, or a `status` of failure or error. It names a commit, not an issue: the pull
+ * requests GitHub lists in a check payload are kept (a status lists none; the worker asks GitHub
+ * which pull requests have the commit as their head). pipeline/ci-triggers.ts decides.
+ */
+const ciEventJobSchema = z.object({
+  installationId: z.number().int().positive(),
+  repoId: z.number().int().positive(),
+  owner: z.string().min(1),
+  repo: z.string().min(1),
+  deliveryId: z.string().min(1),
+  kind: z.enum(['check_run', 'check_suite', 'status']),
+  headSha: z.string().regex(/^[0-9a-f]{40}$/),
+  /** Pull request numbers from the payload (check events only; GitHub lists open pull requests whose head is the commit). */
+  pullNumbers: z.array(z.number().int().positive()).max(50),
+  /** The check run's name or the status's context (a suite has none). */
+  name: z.string().max(500).optional(),
+  /** The slug of the app that made the check; null for a commit status. */
+  app: z.string().nullable(),
+  /** The check's conclusion or the status's state. */
+  conclusion: z.string(),
+  /** check_run: whether its suite had finished too (a run in a suite still running waits for the suite's own event). */
+  suiteCompleted: z.boolean().optional(),
+  sender: z.object({ login: z.string(), type: z.string() }),
+  receivedAt: z.string(),
+});
+export type CiEventJob = z.infer<typeof ciEventJobSchema>;
+export type IssueEventJob = z.infer<typeof issueEventJobSchema>;
+
+/** Every event job: on an issue or pull request, or a CI result on a commit. */
+export const eventJobSchema = z.union([issueEventJobSchema, ciEventJobSchema]);
 export type EventJob = z.infer<typeof eventJobSchema>;
+
+export const CI_EVENT_KINDS: ReadonlySet<string> = new Set(['check_run', 'check_suite', 'status']);
+export function isCiEvent(evt: EventJob): evt is CiEventJob {
+  return CI_EVENT_KINDS.has(evt.kind);
+}
 
 export const pinnedTextSchema = z.object({ title: z.string(), body: z.string(), sha256: z.string().regex(/^[0-9a-f]{64}$/) });
 export type PinnedText = z.infer<typeof pinnedTextSchema>;
@@ -57,7 +95,8 @@ export function textDigest(title: string, body: string | null | undefined): stri
 const runJobBase = {
   ...issueRef,
   triggeredBy: z.string().min(1),
-  trigger: z.enum(['label', 'comment', 'review', 'review_comment']),
+  /** ci: Lilypad started a CI fix by itself (`ci_fix: auto`); `/lilypad fix-ci` is a comment. */
+  trigger: z.enum(['label', 'comment', 'review', 'review_comment', 'ci']),
   label: z.string(),
   deliveryId: z.string(),
   queuedAt: z.string(),

@@ -59,6 +59,12 @@ export const keys = {
   /** The follow-up requests a follow-up job took over (JSON list). */
   followupTaken: (prefix: string, jobId: string) => `${prefix}:followup-taken:${jobId}`,
 
+  // --- CI fixes on a pull request (ci-fix-records.ts) -----------------------------------------
+  /** What Lilypad decided about failing CI on the pull request: automatic fixes, heads decided, signatures addressed (JSON). */
+  ciFix: (prefix: string, repoId: number, pullNumber: number) => `${prefix}:ci-fix:${repoId}:${pullNumber}`,
+  /** Lock around one decision about the pull request's CI (two CI events for one head decide once). */
+  ciFixLock: (prefix: string, repoId: number, pullNumber: number) => `${prefix}:ci-fix:${repoId}:${pullNumber}:lock`,
+
   // --- GitHub-facing bookkeeping --------------------------------------------------------------
   /** The id of the status comment of an issue (or of a pull request's follow-up slot) (status-comment-ids.ts). */
   statusComment,

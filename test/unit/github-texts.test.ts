@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { fence, MACHINE_WRITTEN_NOTICE, quoteUntrusted, renderPullRequestBody, type PullRequestBodyInput } from '../../src/github/pull-request-body.ts';
 import { renderStatus, STATUS_MARKER } from '../../src/github/status-comment.ts';
 import { intentOf } from '../../src/pipeline/triggers.ts';
-import type { EventJob } from '../../src/store/jobs.ts';
+import type { IssueEventJob } from '../../src/store/jobs.ts';
 
 const base: PullRequestBodyInput = {
   issueNumber: 7,
@@ -59,7 +59,7 @@ test('status comments carry the marker and say what to do', () => {
   assert.match(renderStatus({ state: 'done', prUrl: 'u', prNumber: 3, incomplete: true, updated: false, exitReason: 'max_time' }), /Done, incomplete.*max_time.*#3/);
 });
 
-const evt = (over: Partial<EventJob>): EventJob => ({
+const evt = (over: Partial<IssueEventJob>): IssueEventJob => ({
   installationId: 1,
   repoId: 2,
   owner: 'o',

@@ -78,7 +78,8 @@ export async function validateFollowup(ctx: JobContext<FollowupRunJob>): Promise
     if (!record || record.branch !== pr.head.ref || pr.head.repo?.id !== job.repoId) {
       throw new StaleTriggerError(`this pull request's branch (\`${pr.head.ref}\`) is not one Lilypad keeps, so it does not revise it.`);
     }
-    if (!(await hasWriteAccess(client, job.owner, job.repo, job.triggeredBy))) {
+    // An automatic CI fix was started by Lilypad itself (ci_fix: auto), not by a person to check again.
+    if (job.trigger !== 'ci' && !(await hasWriteAccess(client, job.owner, job.repo, job.triggeredBy))) {
       throw new StaleTriggerError(`@${job.triggeredBy} no longer has write access to this repository.`);
     }
     return { record, headRef: pr.head.ref, headSha: pr.head.sha, baseRef: pr.base.ref };

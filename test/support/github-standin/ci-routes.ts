@@ -5,6 +5,7 @@
  *   `.../commits/{ref}/check-suites` (app_id, check_name), `.../check-runs/{id}`,
  *   `.../check-runs/{id}/annotations`, `.../check-suites/{id}`, `.../check-suites/{id}/check-runs`
  * - statuses: read — `GET /repos/{o}/{r}/commits/{ref}/status` (combined), `.../commits/{ref}/statuses`
+ * - pull_requests: read — `GET /repos/{o}/{r}/commits/{sha}/pulls` (the pull requests of a commit)
  * - actions: read — `GET /repos/{o}/{r}/actions/runs/{run_id}/jobs` (filter), `.../actions/jobs/{id}`,
  *   `.../actions/jobs/{id}/logs`: a 302 to a signed download address valid for one minute, which the
  *   stand-in serves too (serveJobLogDownload; byte ranges honoured, as blob storage does)
@@ -95,6 +96,25 @@ export function defineCiRoutes(s: StandinState, kit: RouteKit): void {
     kit.need(req, ctx, [['checks', 'read']]);
     const suite = suiteOr404(req, ctx.repo, p.check_suite_id);
     return wrapped(req, 'check_runs', filterRuns(req, [...suite.runs].reverse()).map((r) => checkRunJson(s, r)));
+  });
+
+  // ---- the pull requests of a commit (a status event names a commit, not a pull request)
+  kit.add('GET', '/repos/{owner}/{repo}/commits/{commit_sha}/pulls', 'installation', 'pull_requests=read', 'commits/commits#list-pull-requests-associated-with-a-commit', (req, p) => {
+    const ctx = kit.repoCtx(req, p, false);
+    kit.need(req, ctx, [['pull_requests', 'read']]);
+    const sha = gitRepo.resolveCommit(ctx.repo.gitDir, p.commit_sha ?? '');
+    if (!sha) kit.fail(req, 422, `No commit found for SHA: ${p.commit_sha ?? ''}`);
+    // GitHub: the merged pull request that brought the commit into the default branch; a commit not
+    // on it gives the open and merged pull requests whose head branch holds it.
+    const onDefault = gitRepo.isAncestor(ctx.repo.gitDir, sha, gitRepo.branchSha(ctx.repo.gitDir, ctx.repo.defaultBranch) ?? sha);
+    const pulls = [...ctx.repo.issues.values()].filter((i) => {
+      if (!i.pull) return false;
+      const merged = i.pull.mergedAt !== null && i.pull.mergeCommitSha ? i.pull.mergeCommitSha : null;
+      if (onDefault) return merged !== null && gitRepo.isAncestor(ctx.repo.gitDir, sha, merged);
+      const tip = gitRepo.branchSha(ctx.repo.gitDir, i.pull.headRef);
+      return (i.state === 'open' || merged !== null) && tip !== null && gitRepo.isAncestor(ctx.repo.gitDir, sha, tip);
+    });
+    return kit.list(req, pulls.map((i) => s.pull(i)));
   });
 
   // ---- commit statuses
