@@ -50,7 +50,7 @@ describe('lilypad eval: best of k, interruption and resume, gold validation', ()
     assert.equal(m.selected_resolve_rate, 1);
     // The tests after the agent (without the hidden test patch) pass for all three: agreement decides.
     assert.equal(m.selections!['c-k']!.decidedBy, 'agreement');
-    assert.match(m.selections!['c-k']!.summary, /2 of 3 passing attempts made the same change/);
+    assert.match(m.selections!['c-k']!.summary, /2 of 3 attempts that break and weaken no test made the same change/);
     const winner = m.selections!['c-k']!.winner!;
     assert.match(readFileSync(path.join(out, `runs/local/attempt-${winner + 1}/c-k/patch.diff`), 'utf8'), /^\+    return a \+ b$/m);
     assert.deepEqual(report.models['local/selected']!.resolved_ids, ['c-k']);
@@ -68,7 +68,7 @@ describe('lilypad eval: best of k, interruption and resume, gold validation', ()
     const file = writeInstances(dir, [calcInstance(f, 'c-first'), calcInstance(f, 'c-hang')]);
     const { child, done } = startEval(['run', '--instances', file, '--endpoint', `local=${first.url}`, '--out', out]);
     await waitFor('the model request of the second instance', () => first.chatRequests().some((r) => String(r.messages[1]!.content).includes('[c-hang]')));
-    assert.equal(await containersOfEval(out), 1, 'the second attempt has its sandbox while the model thinks');
+    assert.ok((await containersOfEval(out)) >= 1, 'the second attempt has its sandbox (and a kept environment\'s baseline) while the model thinks');
     child.kill('SIGINT');
     const run = await done;
     assert.equal(run.code, 130, run.stderr);

@@ -201,7 +201,7 @@ describe('GitHub App across processes (web and workers sharing one Redis prefix)
     const jobId = jobIdOf('calc', n);
     await first.send('issues', gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));
     await waitFor(() => chatsFor('Handed back on SIGTERM').length > 0, 'the agent to call the model', 90_000);
-    assert.equal((await containersFor('calc', n)).length, 1);
+    assert.ok((await containersFor('calc', n)).length >= 1, 'the sandbox (and a kept environment\'s baseline) while the agent runs');
     assert.equal(await (await queue.getJob(jobId))?.getState(), 'active');
 
     const t = Date.now();

@@ -202,7 +202,8 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     const n = newIssue('Hangs forever');
     await app.send('issues', app.gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));
     await waitFor(() => chatsFor('Hangs forever').length > 0, 'the agent to call the model', 90_000);
-    assert.equal(await containersFor('calc', n), 1);
+    // The agent's sandbox, and the baseline's beside it when an earlier run kept the environment.
+    assert.ok((await containersFor('calc', n)) >= 1, 'the sandbox exists while the agent runs');
     const t = Date.now();
     await app.send('issues', app.gh.unlabelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));
     await statusSays('calc', n, /Cancelled\*\* by @alice/);
@@ -288,7 +289,8 @@ describe('GitHub App end to end (lilypad start against the GitHub stand-in)', ()
     await app.send('issues', app.gh.labelIssue(OWNER, 'orgdefault', n, 'ai-fix', 'alice'));
     await statusSays('orgdefault', n, /Done/);
     const pr = prsFor('orgdefault', n)[0]!;
-    assert.deepEqual(pr.labels.map((l) => l.name), ['from-org']);
+    // The organisation's labels, and the evidence label (the repository's tests are inferred here).
+    assert.deepEqual(pr.labels.map((l) => l.name).filter((l) => !l.startsWith('lilypad:')), ['from-org']);
   });
 
   test('setup commands run with network, the agent runs without, and setup output stays out of the pull request', async () => {

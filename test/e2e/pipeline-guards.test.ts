@@ -111,7 +111,11 @@ describe('best of k', () => {
     await waitFor(() => /Done|Failed|No change|Cancelled/.test(statusOf('slowpairs', n)), 'the job to end', 180_000);
     assert.match(statusOf('slowpairs', n), /Cancelled/);
     assert.match(statusOf('slowpairs', n), /edited by @mallory, who cannot start Lilypad/);
-    assert.equal(chats('Edited during attempts').length, 0, 'no attempt reached the agent');
+    // With a kept environment the tests on the untouched code run beside the first attempt, so it
+    // may have called the model; the edited text never reaches it, and no later attempt starts.
+    const sent = chats('Edited during attempts');
+    assert.ok(sent.every((c) => !JSON.stringify(c).includes('SSH key')), 'the edited text never reaches the model');
+    assert.ok(new Set(sent.map((c) => c.seed ?? null)).size <= 1, 'no second attempt started');
     assert.equal(app.gh.pulls(OWNER, 'slowpairs').filter((p) => p.head.ref.startsWith(`lilypad/issue-${n}`)).length, 0, 'no pull request');
   });
 });

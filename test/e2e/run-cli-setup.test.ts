@@ -71,7 +71,9 @@ describe('lilypad run: the quick start with pytest, and --setup', () => {
     assert.equal(result.tests.after.outcome, 'passed');
     assert.equal(result.tests.after.counts.passed, 2, result.tests.after.outputTail);
     assert.deepEqual([...result.patch.files].sort(), ['calc.py', 'test_calc_more.py']);
-    assert.equal(result.setup, null);
+    // No --setup: inferred from the repository (a Python project with tests: a venv and pytest).
+    assert.equal(result.setup.source, 'inferred');
+    assert.equal(result.setup.failed, null);
 
     const patch = readFileSync(path.join(out, 'patch.diff'));
     assert.doesNotMatch(patch.toString('latin1'), /__pycache__|\.pyc|pytest_cache|GIT binary patch/);
