@@ -48,6 +48,8 @@ export interface FinishedWork {
 export interface RunPlug<P extends PreparedRun = PreparedRun> {
   /** An earlier copy of this run already published for its trigger (the app's publish record). */
   alreadyDone?(ctx: RunContext): Promise<RunOutcome | null>;
+  /** A run with no agent: it publishes a change an earlier run kept (`/lilypad publish`); null: a normal run. */
+  publishKept?(ctx: RunContext, stages: SpineStages): Promise<RunOutcome | null>;
   prepare(ctx: RunContext): Promise<P>;
   publish(ctx: RunContext, prepared: P, work: FinishedWork): Promise<RunOutcome>;
   /** Told when a run ends without a change to publish (a local run still writes its files). */
@@ -67,6 +69,7 @@ export const BUDGET_EXITS: ReadonlySet<string> = new Set(['max_turns', 'max_cont
 
 /**
  * The one spine of every run:
+ *   0.   a change an earlier run kept, published without an agent (`/lilypad publish`), if asked
  *   1-2. prepare   the trigger still holds, the configuration, the task and the checkout (the kind's)
  *   3.   sandbox   setup, tests before, the agent (one attempt or best of k), the patch, tests after
  *   4.   change    the patch applied to a fresh clone, filtered, scanned for secrets
@@ -79,6 +82,8 @@ export async function runSpine<P extends PreparedRun>(ctx: RunContext, plug: Run
   try {
     const done = await plug.alreadyDone?.(ctx);
     if (done) return done;
+    const kept = await plug.publishKept?.(ctx, stages);
+    if (kept) return kept;
     const prepared = await plug.prepare(ctx);
     const { task, instructions } = prepared.instructionsAt ? await withInstructions(ctx, prepared.task, prepared.instructionsAt, prepared.config.instructions) : { task: prepared.task, instructions: null };
     const input: AttemptsInput = { config: prepared.config, task, instructions, checkout: prepared.checkout, subject: prepared.subject, beforeAgent: prepared.beforeAgent, onSetupOutcome: prepared.onSetupOutcome, seed: prepared.seed, plan: prepared.plan };

@@ -18,6 +18,7 @@ import { ciFixCommand, handleCiEvent } from './ci-triggers.ts';
 import { cancelFollowups, requestFollowup, type FollowupDeps, type FollowupTarget } from './followups.ts';
 import { readPrRecord } from '../store/pull-records.ts';
 import { keys } from '../store/keys.ts';
+import { readWithheld } from '../store/withheld-changes.ts';
 
 export interface TriggerDeps {
   env: Env;
@@ -29,7 +30,7 @@ export interface TriggerDeps {
   logger: Logger;
 }
 
-export type Intent = { kind: 'trigger'; label: string } | { kind: 'cancel'; why: string } | { kind: 'ignore' };
+export type Intent = { kind: 'trigger'; label: string } | { kind: 'cancel'; why: string } | { kind: 'publish' } | { kind: 'ignore' };
 
 /** What a webhook asks for, given the repository's trigger label. */
 export function intentOf(evt: IssueEventJob, triggerLabel: string): Intent {
@@ -54,6 +55,7 @@ export function intentOf(evt: IssueEventJob, triggerLabel: string): Intent {
       const sub = words[1]?.toLowerCase();
       if (sub === undefined || sub === 'run' || sub === 'start') return { kind: 'trigger', label: triggerLabel };
       if (sub === 'cancel' || sub === 'stop') return { kind: 'cancel', why: 'cancelled with `/lilypad cancel`' };
+      if (sub === 'publish' && words.length === 2) return { kind: 'publish' };
       return { kind: 'ignore' };
     }
   }
@@ -101,10 +103,25 @@ export async function handleEvent(evt: EventJob, deps: TriggerDeps): Promise<str
     await comment(octokit, ref, body);
     return 'refused: invalid configuration';
   }
+  if (intent.kind === 'publish') return publishCommand(evt, deps, octokit, ref, jobId, triggerLabel);
   return startJob(evt, deps, octokit, ref, jobId, intent.label);
 }
 
-async function startJob(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, label: string): Promise<string> {
+/**
+ * `/lilypad publish` on an issue whose last run kept its change (`publish: verified`, not verified):
+ * a job that opens that change as a draft pull request, with no agent. Nothing kept: a reply says so.
+ */
+async function publishCommand(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, label: string): Promise<string> {
+  const kept = await readWithheld(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, evt.repoId, evt.issueNumber);
+  if (!kept) {
+    await acknowledge(octokit, ref, acknowledged(evt));
+    await comment(octokit, ref, `@${evt.sender.login} there is no change kept on this issue to publish: \`/lilypad publish\` opens the change of a run that was not published because of \`publish: verified\` (kept 30 days). Label the issue or comment \`/lilypad\` for a new run.`);
+    return 'refused: nothing kept to publish';
+  }
+  return startJob(evt, deps, octokit, ref, jobId, label, kept.runId);
+}
+
+async function startJob(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef, jobId: string, label: string, publishKept?: string): Promise<string> {
   return withIssueLock(deps, jobId, async () => {
     let state = await deps.runs.state(jobId);
     if (state === 'active' && (await isFinishing(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, jobId))) {
@@ -136,6 +153,7 @@ async function startJob(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubCl
       deliveryId: evt.deliveryId,
       queuedAt: new Date().toISOString(),
       pinned,
+      ...(publishKept ? { publishKept } : {}),
     };
     // Say "queued" before the job exists, so a fast worker's "running" can never be overwritten.
     const position = (await deps.runs.waitingCount()) + 1;

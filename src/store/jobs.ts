@@ -108,7 +108,11 @@ const runJobBase = {
 };
 
 /** A labelled issue becomes a pull request. One job per issue at a time (deterministic id). */
-const issueRunJobSchema = z.object({ ...runJobBase, kind: z.literal('issue') });
+/**
+ * An issue run. `publishKept` (the id of an earlier run): `/lilypad publish` by a writer; no agent
+ * runs, the change that run kept (publish: verified, see withheld-changes.ts) is opened as it is.
+ */
+const issueRunJobSchema = z.object({ ...runJobBase, kind: z.literal('issue'), publishKept: z.string().optional() });
 
 /**
  * Lilypad revises its own pull request `pullNumber` after review; its requests wait in Redis

@@ -8,7 +8,7 @@ import { parseStored } from './stored-json.ts';
  * What Lilypad keeps about each pull request it opened: the issue and its pinned text (what a
  * follow-up run starts from), the branch, the last commit Lilypad pushed, and every revision.
  */
-const revisionSchema = z.object({
+export const revisionSchema = z.object({
   /** What started it, e.g. "label by @alice", "changes requested by @bob", "/lilypad by @carol". */
   trigger: z.string(),
   sha: z.string(),

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { keys } from './keys.ts';
+import { revisionSchema } from './pull-records.ts';
 import { parseStored } from './stored-json.ts';
 
 /**
@@ -20,6 +21,8 @@ const withheldSchema = z.object({
   verdict: z.string(),
   exitReason: z.string(),
   incomplete: z.boolean(),
+  /** The pull request's first revision as the run made it (its commit is made again when published). */
+  revision: revisionSchema,
   at: z.string(),
 });
 export type WithheldChange = z.infer<typeof withheldSchema>;

@@ -1,6 +1,6 @@
 import { prepareIssue } from '../../agent/prompt.ts';
 import { renderEvidence, renderPullRequestBody } from '../../github/pull-request-body.ts';
-import { keepWithheld, MAX_WITHHELD_BYTES } from '../../store/withheld-changes.ts';
+import { forgetWithheld, keepWithheld, MAX_WITHHELD_BYTES, readWithheld } from '../../store/withheld-changes.ts';
 import { changeDiff } from '../../workspace/publish.ts';
 import { renderRevisions, testWord, withRevisions, type Revision } from '../../github/revisions.ts';
 import { pinText, runJobId, type IssueRunJob } from '../../store/jobs.ts';
@@ -18,7 +18,7 @@ import { recheckPinnedText, validateIssueJob } from '../phases/validate.ts';
 import { prepareWorkspace, type Workspace } from '../phases/workspace.ts';
 import { readPublished, type Published } from '../../store/published.ts';
 import { evidenceLabel, evidenceSummary, perTestChanges, setupNotes } from '../run-report.ts';
-import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug } from '../spine.ts';
+import { BUDGET_EXITS, type FinishedWork, type PreparedRun, type RunPlug, type SpineStages } from '../spine.ts';
 
 interface IssuePrepared extends PreparedRun {
   ws: Workspace;
@@ -40,6 +40,7 @@ export function issuePlug(ctx: JobContext<IssueRunJob>): RunPlug<IssuePrepared> 
       const already = await readPublished(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, runJobId(job.repoId, job.issueNumber), job.deliveryId);
       return already ? publishedOutcome(already) : null;
     },
+    publishKept: (_ctx, stages) => (job.publishKept ? publishKeptChange(ctx, job.publishKept, stages) : Promise.resolve(null)),
     async prepare() {
       const { text, loaded } = await validateIssueJob(ctx);
       await ctx.progress.phase({ kind: 'preparing', text: 'preparing the sandbox' });
@@ -76,7 +77,7 @@ async function openPullRequest(ctx: JobContext<IssueRunJob>, p: IssuePrepared, w
   const title = `${incomplete ? '[incomplete] ' : ''}Lilypad: ${p.issueTitle}`.slice(0, 250);
   refuseSecrets(ctx.scanner(), Buffer.alloc(0), [body, title]);
   const verdict = work.run.session.evidence?.evidence.verdict ?? 'unverified';
-  if (p.config.publish === 'verified' && verdict !== 'verified') return withhold(ctx, p, work, { title, body, verdict, incomplete });
+  if (p.config.publish === 'verified' && verdict !== 'verified') return withhold(ctx, p, work, { title, body: pullRequestBody(ctx, p, work, revision.seconds, incomplete), verdict, incomplete, revision });
   const { published, fresh } = await publishPullRequest(ctx, p.config, work.change, { title, body, baseBranch: p.ws.defaultBranch, cloneUrl: p.ws.cloneUrl, incomplete, exitReason: agent.exitReason, evidenceLabel: evidenceLabel(work.run.session) });
   if (fresh) {
     await resetFollowupCount(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, published.number);
@@ -127,7 +128,7 @@ function pullRequestBody(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: F
  * published it) and the pull request's text are kept for `/lilypad publish`; the status says what
  * was tried and the evidence.
  */
-async function withhold(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: FinishedWork, pr: { title: string; body: string; verdict: string; incomplete: boolean }): Promise<RunOutcome> {
+async function withhold(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: FinishedWork, pr: { title: string; body: string; verdict: string; incomplete: boolean; revision: Revision }): Promise<RunOutcome> {
   const { job, deps } = ctx;
   const diff = await changeDiff(work.change);
   const agent = work.run.session.agent;
@@ -143,6 +144,7 @@ async function withhold(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: Fi
       verdict: pr.verdict,
       exitReason: agent.exitReason,
       incomplete: pr.incomplete,
+      revision: pr.revision,
       at: new Date().toISOString(),
     });
   }
@@ -151,6 +153,40 @@ async function withhold(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: Fi
   const tried = `${attempts} changed ${work.change.files.map((f) => `\`${f.path}\``).join(', ')} in ${agent.steps} steps (\`${agent.exitReason}\`); the tests ${tests ? `before: ${testWord(tests.before)}, after: ${testWord(tests.after)}` : 'did not run'}.${kept ? '' : ' The change is too large to keep for `/lilypad publish`; it is in the run\'s folder on the worker.'}`;
   const summary = evidenceSummary(work.run.session);
   return { result: 'withheld', verdict: pr.verdict, tried, evidence: summary ? renderEvidence(summary) : '_No tests ran, so there is no evidence._', exitReason: agent.exitReason, diff: work.patch };
+}
+
+/**
+ * `/lilypad publish`: the change run `runId` kept (`publish: verified`, not verified) is opened as a
+ * draft pull request as that run would have opened it, with a line at the top saying who published
+ * it against the evidence. No agent runs; the trigger is checked as for any run, the change is
+ * applied to the base it was made on and scanned for secrets again.
+ */
+async function publishKeptChange(ctx: JobContext<IssueRunJob>, runId: string, stages: SpineStages): Promise<RunOutcome> {
+  const { job, deps } = ctx;
+  const prefix = deps.env.LILYPAD_QUEUE_PREFIX;
+  const { text, config } = await validateIssueJob(ctx);
+  const kept = await readWithheld(deps.redis, prefix, job.repoId, job.issueNumber);
+  if (!kept || kept.runId !== runId) {
+    return { result: 'no_change', why: `the change run \`${runId}\` kept is no longer there (a change is kept 30 days, and a later run replaces it). Label the issue again for a new run.`, exitReason: 'agent' };
+  }
+  await ctx.progress.phase({ kind: 'preparing', text: 'publishing the change the last run kept' });
+  const ws = await prepareWorkspace(ctx);
+  const patch = Buffer.from(kept.patch, 'base64');
+  const commit = { message: commitMessage(text.title, `Drafted by Lilypad for #${job.issueNumber}`, config.ci === 'hold'), author: await deps.github.commitAuthor(ws.htmlUrl) };
+  const change = await stages.change(ctx, { source: ws.mirrorDir, baseCommit: kept.baseCommit, patch, excludePaths: config.exclude_paths, commit });
+  const revision: Revision = { ...kept.revision, sha: change.headSha!, trigger: `\`/lilypad publish\` by @${job.triggeredBy}` };
+  const warning = `> [!WARNING]\n> Published with \`/lilypad publish\` by @${job.triggeredBy}, although the evidence is **${kept.verdict}** and this repository publishes only verified changes (\`publish: verified\`).\n\n`;
+  const body = withRevisions(warning + kept.body, renderRevisions([revision], (sha) => `${ws.htmlUrl}/commit/${sha}`));
+  refuseSecrets(ctx.scanner(), patch, [body, kept.title]);
+  const label = kept.verdict === 'verified' ? 'lilypad:verified' : 'lilypad:unverified';
+  const { published, fresh } = await publishPullRequest(ctx, config, change, { title: kept.title, body, baseBranch: ws.defaultBranch, cloneUrl: ws.cloneUrl, incomplete: kept.incomplete, exitReason: kept.exitReason, evidenceLabel: label });
+  if (fresh) {
+    await resetFollowupCount(deps.redis, prefix, job.repoId, published.number);
+    const pinned = job.pinned ?? pinText(text.title, text.body);
+    await recordIssueRevision(ctx, published, { issueNumber: job.issueNumber, branch: published.branch, pinned }, revision, ws.htmlUrl);
+  }
+  await forgetWithheld(deps.redis, prefix, job.repoId, job.issueNumber);
+  return publishedOutcome(published);
 }
 
 /** What a publication was, as the run's outcome (also for a later copy of the job that finds it). */
