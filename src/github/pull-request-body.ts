@@ -2,6 +2,7 @@ import { escapeMentions } from '../shared/escape-mentions.ts';
 import type { TestOutcome } from '../test-results/test-outcome.ts';
 import { groupLeftOut, type LeftOutPath } from '../workspace/leftovers.ts';
 import { whyUnfinished } from './status-comment.ts';
+import { fenceFor } from '../shared/markdown.ts';
 
 export interface PullRequestBodyInput {
   issueNumber: number;
@@ -178,8 +179,7 @@ function renderTest(label: string, t: TestOutcome | null): string {
 
 /** A fenced block that the content cannot break out of. */
 export function fence(text: string): string {
-  const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((m) => m[0].length));
-  const f = '`'.repeat(longest + 1);
+  const f = fenceFor(text);
   return `${f}text\n${text}\n${f}`;
 }
 

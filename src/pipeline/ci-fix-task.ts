@@ -1,6 +1,7 @@
 import { prepareIssue, sanitizeIssueText } from '../agent/prompt.ts';
 import { estimateTokens } from './review-task.ts';
 import type { FailingCheck } from '../github/ci-feedback.ts';
+import { blockQuote, fenceFor } from '../shared/markdown.ts';
 
 /**
  * The Leaf-format user message (title, then body) for a "fix CI" follow-up on Lilypad's pull
@@ -42,22 +43,9 @@ interface Caps {
   checks: number;
 }
 
-function fenceFor(text: string): string {
-  const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((m) => m[0].length));
-  return '`'.repeat(longest + 1);
-}
-
 /** A name or path for a heading or a list item: one line, no backticks to break the code span. */
 function inline(text: string): string {
   return text.replace(/[\r\n]+/g, ' ').replace(/`/g, "'");
-}
-
-function quote(text: string): string {
-  return text
-    .replace(/\s+$/, '')
-    .split('\n')
-    .map((l) => (l ? `> ${l}` : '>'))
-    .join('\n');
 }
 
 function plural(n: number, one: string, many = `${one}s`): string {
@@ -72,7 +60,7 @@ function describeSource(check: FailingCheck): string {
 
 function renderCheck(check: FailingCheck, caps: Caps): string {
   const parts = [`### \`${inline(check.name)}\` (${describeSource(check)})`];
-  if (check.summary) parts.push(quote(check.summary));
+  if (check.summary) parts.push(blockQuote(check.summary));
   const shown = check.annotations.slice(0, caps.annotations);
   if (shown.length > 0) {
     const more = check.annotationsTotal - shown.length;

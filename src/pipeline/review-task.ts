@@ -1,5 +1,6 @@
 import { prepareIssue, sanitizeIssueText } from '../agent/prompt.ts';
 import type { FeedbackComment, FeedbackExclusions, FeedbackReview, FeedbackThread } from '../github/review-feedback.ts';
+import { blockQuote, fenceFor } from '../shared/markdown.ts';
 
 /**
  * The one Leaf-format user message (title, then body) for a follow-up run on Lilypad's pull
@@ -74,19 +75,6 @@ type Item =
 
 /** Lower is cut first. */
 const RELEVANCE: Record<Item['kind'], number> = { comment: 0, review: 1, thread: 2 };
-
-function fenceFor(text: string): string {
-  const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((m) => m[0].length));
-  return '`'.repeat(longest + 1);
-}
-
-function quote(text: string): string {
-  return text
-    .replace(/\s+$/, '')
-    .split('\n')
-    .map((l) => (l ? `> ${l}` : '>'))
-    .join('\n');
-}
 
 function trimHunk(hunk: string): string {
   const lines = hunk.replace(/\n+$/, '').split('\n');
@@ -201,13 +189,13 @@ function renderItem(item: Item): string {
       const t = item.thread;
       const fence = fenceFor(t.diffHunk);
       const where = t.line === null ? `\`${t.path}\`` : `\`${t.path}\` line ${t.line}`;
-      const comments = t.comments.map((c) => `@${c.author}:\n${quote(c.body)}`).join('\n\n');
+      const comments = t.comments.map((c) => `@${c.author}:\n${blockQuote(c.body)}`).join('\n\n');
       return `### ${where}\n\n${fence}diff\n${t.diffHunk}\n${fence}\n\n${comments}`;
     }
     case 'review':
-      return `@${item.review.author} ${STATE_TEXT[item.review.state]}:\n${quote(item.review.body)}`;
+      return `@${item.review.author} ${STATE_TEXT[item.review.state]}:\n${blockQuote(item.review.body)}`;
     case 'comment':
-      return `@${item.comment.author}:\n${quote(item.comment.body)}`;
+      return `@${item.comment.author}:\n${blockQuote(item.comment.body)}`;
   }
 }
 
