@@ -27,7 +27,7 @@ if (files.length === 0) {
 }
 const res = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=600000', '--test-concurrency=2', ...files],
+  ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=600000', '--test-concurrency=3', ...files],
   { cwd: root, stdio: 'inherit', env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' } },
 );
 process.exit(res.status ?? 1);

@@ -31,6 +31,7 @@ const BOT = 'lilypad[bot]';
 let gh: GitHubStandin;
 let redis: Redis;
 let queue: Queue<RunJob>;
+let queueConnection: Redis;
 let deps: TriggerDeps;
 let installationId: number;
 const prefix = `lilypad-test-citrig-${process.pid}-${Date.now().toString(36)}`;
@@ -70,7 +71,8 @@ before(async () => {
   installationId = gh.createInstallation({ login: OWNER, type: 'Organization' }).id;
   gh.createUser('alice');
   redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
-  queue = new Queue<RunJob>(RUNS_QUEUE, { connection: new Redis(REDIS_URL, { maxRetriesPerRequest: null }), prefix });
+  queueConnection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  queue = new Queue<RunJob>(RUNS_QUEUE, { connection: queueConnection, prefix });
   const env = loadEnv({ OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', LILYPAD_QUEUE_PREFIX: prefix, LOG_LEVEL: 'silent' });
   const logger = createLogger({ level: 'silent' });
   const github = new GitHubApp({ appId: gh.appId, privateKey: gh.privateKeyPem, endpoints: { apiUrl: gh.apiUrl }, log: logger });
@@ -83,6 +85,10 @@ after(async () => {
   const found = await redis.keys(`${prefix}:*`);
   if (found.length > 0) await redis.del(...found);
   redis.disconnect();
+  // A connection handed to BullMQ stays open after queue.close(): left open, it keeps the file's
+  // process alive until the runner's timeout.
+  queueConnection.disconnect();
+  await deps.cancelBus.close();
   await gh.close();
 });
 
