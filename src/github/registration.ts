@@ -180,7 +180,12 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
   }
 
   function setupPage(res: ServerResponse): void {
-    const manifest = JSON.stringify(buildManifest(env));
+    const built = buildManifest(env);
+    const manifest = JSON.stringify(built);
+    // The permissions as app.yml asks for them, so the page never drifts from what GitHub is sent.
+    const permissions = Object.entries(built['default_permissions'] as Record<string, string>)
+      .map(([name, level]) => `<code>${escapeHtml(name)}: ${escapeHtml(level)}</code>`)
+      .join(', ');
     const warning = unreachable
       ? `<p class="warn"><b>GitHub cannot reach ${escapeHtml(base)}.</b> GitHub will send webhooks to <code>${escapeHtml(base)}${WEBHOOK_PATH}</code>, a loopback address. Set <code>LILYPAD_PUBLIC_URL</code> to an address GitHub can reach (this machine's public name behind a reverse proxy, or a tunnel to port ${env.PORT}) and restart before you register; or register now and change the webhook URL in the app's settings later.</p>`
       : '';
@@ -188,7 +193,7 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
       res,
       200,
       'Register Lilypad as a GitHub App',
-      `<p>This creates a GitHub App named from <code>app.yml</code> with the permissions Lilypad needs (contents, issues and pull requests write; metadata read; never workflows). Webhooks go to <code>${escapeHtml(base)}${WEBHOOK_PATH}</code>; sign-in to the run pages returns to <code>${escapeHtml(base)}/auth/callback</code>.</p>
+      `<p>This creates a GitHub App named from <code>app.yml</code> with the permissions Lilypad needs (${permissions}; never <code>workflows</code>). Webhooks go to <code>${escapeHtml(base)}${WEBHOOK_PATH}</code>; sign-in to the run pages returns to <code>${escapeHtml(base)}/auth/callback</code>.</p>
 ${warning}
 <form action="${escapeHtml(createAppUrl(env, state))}" method="post"><input type="hidden" name="manifest" value="${escapeHtml(manifest)}"><button type="submit">Register on ${escapeHtml(webOrigin(env))}${env.GH_ORG ? ` for ${escapeHtml(env.GH_ORG)}` : ''}</button></form>`,
     );

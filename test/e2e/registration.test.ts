@@ -32,6 +32,8 @@ test('without app credentials, lilypad start serves the registration page built 
     assert.match(html, /<form action="https:\/\/github\.com\/organizations\/acme\/settings\/apps\/new\?state=[0-9a-f]+" method="post">/);
     assert.match(html, /&quot;hook_attributes&quot;:\{&quot;url&quot;:&quot;https:\/\/lilypad\.example\.com\/api\/github\/webhooks&quot;/);
     assert.doesNotMatch(html, /GitHub cannot reach/);
+    // The page states the permissions app.yml asks for, the CI-reading ones included.
+    for (const p of ['contents: write', 'issues: write', 'pull_requests: write', 'checks: read', 'actions: read', 'statuses: read']) assert.ok(html.includes(`<code>${p}</code>`), p);
     // Without credentials every delivery is refused with a reason, including one signed with
     // Probot's built-in development secret.
     const body = JSON.stringify({ zen: 'hi' });
