@@ -378,7 +378,13 @@ def kill_call(marker, pgid):
     # saved uid 0, so that no process of the agent's may trace it (gVisor ignores non-dumpable), and
     # holds nothing of the host's channel.
     uid = IDENTITY["uid"]
-    child = os.fork()
+    try:
+        child = os.fork()
+    except OSError:
+        # No process to spare (a fork bomb at the pids limit): search from here, where the kernel
+        # checks the effective uid (under runc this finds them; gVisor may refuse the environ).
+        kill_marked(marker)
+        return
     if child == 0:
         try:
             devnull = os.open(os.devnull, os.O_RDWR)
