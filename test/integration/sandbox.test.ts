@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { LABEL_RUN, removeLabelled, Sandbox } from '../../src/sandbox/sandbox.ts';
 import { SandboxError } from '../../src/sandbox/errors.ts';
 import { CancelledError } from '../../src/shared/cancel.ts';
-import { TEST_IMAGE, testDocker } from '../support/sandbox-harness.ts';
+import { isGvisor } from '../../src/sandbox/runtime.ts';
+import { TEST_IMAGE, TEST_RUNTIME, testDocker } from '../support/sandbox-harness.ts';
 
 // Under LILYPAD_SANDBOX_RUNTIME (e.g. runsc) when it is set, as a worker would run them.
 const docker = await testDocker();
@@ -44,7 +45,13 @@ describe('sandbox container', () => {
     assert.equal(hc.Memory, 512 * 1024 * 1024);
     assert.equal(hc.MemorySwap, 512 * 1024 * 1024);
     assert.equal(hc.NanoCpus, 1e9);
-    assert.equal(hc.PidsLimit, 128);
+    if (isGvisor(docker, TEST_RUNTIME)) {
+      // gVisor: the sandbox's own RLIMIT_NPROC counts processes; Docker's pids limit is the backstop for the sentry's threads.
+      assert.deepEqual(hc.Ulimits?.find((u) => u.Name === 'nproc'), { Name: 'nproc', Soft: 128, Hard: 128 });
+      assert.ok((hc.PidsLimit ?? 0) > 128, `pids backstop ${hc.PidsLimit}`);
+    } else {
+      assert.equal(hc.PidsLimit, 128);
+    }
     assert.equal(hc.Init, true);
     assert.deepEqual(hc.Binds ?? [], []);
     assert.equal(info.Config.Labels[LABEL_RUN], runId);

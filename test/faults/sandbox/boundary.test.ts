@@ -158,7 +158,8 @@ faultTest(
       const killAll = await bash(sb, 'kill -9 -1; echo after');
       const left = await agentProcs(sb);
       await sb.tool('Write', JSON.stringify({ file_path: 'by-write.txt', content: 'w\n' }), 60);
-      const owners = await bash(sb, 'echo b > by-bash.txt; stat -c %u:%g by-write.txt by-bash.txt; echo "$(id -u):$(id -g)"');
+      // Python's stat, not coreutils': this gVisor release refuses the statx calls that stat(1) and ls(1) make.
+      const owners = await bash(sb, `echo b > by-bash.txt; python3 -c 'import os,sys\nfor f in sys.argv[1:]: print("%d:%d" % (os.stat(f).st_uid, os.stat(f).st_gid))' by-write.txt by-bash.txt; echo "$(id -u):$(id -g)"`);
       const [w, b, me] = (/STDOUT:\n([\s\S]*?)\n\nSTDERR:/.exec(owners.observation)?.[1] ?? '').split('\n');
       const ok =
         tries.length >= 6 &&
@@ -243,7 +244,7 @@ for (const sig of ['STOP', 'KILL'] as const) {
             : res.value?.meta.interrupted === true && res.value.observation === 'Exit code: -9\nSTDOUT:\n\nSTDERR:\n';
         const ok = agentRefused && signalled === 0 && reported && next.observation.includes('next') && sb.recoveries === 1;
         return {
-          observed: `agent: ${JSON.stringify(refused.observation.split('\n').slice(0, 5).join(' '))}; from outside: ${JSON.stringify(res.value?.observation ?? res.error?.message)} after ${res.ms} ms; next call: ${JSON.stringify(next.observation.split('\n')[2])}`,
+          observed: `agent: ${JSON.stringify(refused.observation.split('\n').slice(0, 6).join(' '))}; from outside: ${JSON.stringify(res.value?.observation ?? res.error?.message)} after ${res.ms} ms; next call: ${JSON.stringify(next.observation.split('\n')[2])}`,
           pass: ok,
         };
       } finally {
