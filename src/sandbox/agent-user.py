@@ -6,9 +6,9 @@
 # as the agent (effective uid, every gid and the supplementary groups the agent's), so that the
 # files it writes are the agent's and it may signal the agent's processes, while it keeps real and
 # saved uid 0: no process of the agent's may then signal it, trace it or open its /proc entries.
-# Under gVisor that is what refuses the agent its pipes (gVisor lets a process of the same uid open
-# /proc/<pid>/fd/N of a non-dumpable one; the pipes of a root exec are root's, mode 0600). Then it
-# gives up every capability. The agent's commands are started with every uid the agent's.
+# Under gVisor that is what refuses the agent its pipes and a trace (gVisor ignores non-dumpable:
+# a process of the same uid may open /proc/<pid>/fd/N; the pipes of a root exec are uid 0's). Then
+# it gives up every capability. The agent's commands are started with every uid the agent's.
 
 import os
 
