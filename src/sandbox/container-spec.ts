@@ -41,13 +41,23 @@ export async function resolveAgentUser(docker: Docker, opts: { image: string; us
 const GVISOR_HOST_THREADS_PER_TASK = 16;
 const GVISOR_SENTRY_THREADS = 512;
 
+/** What uid 0 keeps in the sandbox: only what it takes to become the agent. */
+export const SANDBOX_CAPABILITIES = ['CAP_SETUID', 'CAP_SETGID'] as const;
+
 /** Engines that refused a storage quota once are not asked again (overlay2 needs xfs with pquota). */
 const noQuota = new WeakSet<Docker>();
 
 /**
- * Creates the container: no capabilities, no-new-privileges, an init, memory without extra swap,
- * CPU, pids and file-size limits, and a storage quota where the engine supports one. The
- * container's own init and `sleep` run as uid 0 without capabilities, so the agent cannot stop it.
+ * Creates the container: no capabilities but CAP_SETUID and CAP_SETGID, no-new-privileges, an init,
+ * memory without extra swap, CPU, pids and file-size limits, and a storage quota where the engine
+ * supports one. The container's own init and `sleep` run as uid 0, so the agent cannot stop them.
+ *
+ * The two capabilities are for Lilypad's toolbox and reaper: a `docker exec` cannot be given
+ * capabilities of its own (the Engine API's exec has `User` and `Privileged`, no CapAdd), and with
+ * every capability dropped uid 0 could not take the agent's ids. They start as uid 0, take the
+ * agent's ids and give both up at once (agent-user.py). The agent never holds them: its user is
+ * not uid 0 (so `docker exec --user` and the toolbox's commands start without capabilities), and
+ * no-new-privileges keeps a setuid or file-capability binary from granting them.
  */
 export async function createHardenedContainer(docker: Docker, input: ContainerSpecInput): Promise<{ container: Docker.Container; quota: boolean }> {
   const diskBytes = input.diskMb ? input.diskMb * 1024 * 1024 : undefined;
@@ -78,6 +88,7 @@ export async function createHardenedContainer(docker: Docker, input: ContainerSp
     HostConfig: {
       NetworkMode: input.network,
       CapDrop: ['ALL'],
+      CapAdd: [...SANDBOX_CAPABILITIES],
       SecurityOpt: ['no-new-privileges'],
       Memory: input.memoryMb * 1024 * 1024,
       MemorySwap: input.memoryMb * 1024 * 1024,

@@ -12,10 +12,10 @@ interface ExecOnceResult {
  * One short command over its own `docker exec`, with a deadline on every Docker call and on the
  * output, which is kept only up to `maxBytes` per stream.
  */
-export async function execOnce(container: Docker.Container, opts: { argv: string[]; user: string; timeoutMs: number; maxBytes: number }): Promise<ExecOnceResult> {
+export async function execOnce(container: Docker.Container, opts: { argv: string[]; user: string; env?: string[]; timeoutMs: number; maxBytes: number }): Promise<ExecOnceResult> {
   const what = `\`${opts.argv[0]}\` in the sandbox`;
   const exec = await withDeadline(
-    container.exec({ Cmd: opts.argv, Env: [], User: opts.user, AttachStdout: true, AttachStderr: true, AttachStdin: false, Tty: false, WorkingDir: '/' }),
+    container.exec({ Cmd: opts.argv, Env: opts.env ?? [], User: opts.user, AttachStdout: true, AttachStderr: true, AttachStdin: false, Tty: false, WorkingDir: '/' }),
     opts.timeoutMs,
     `creating ${what}`,
   );

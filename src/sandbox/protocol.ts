@@ -1,16 +1,36 @@
 import { z } from 'zod';
 
 /**
- * The replies of Lilypad's toolbox (src/sandbox/toolbox.py) and reaper (reaper.py), as schemas:
- * bytes from inside the sandbox are parsed here and nowhere else.
+ * The replies of Lilypad's toolbox (src/sandbox/toolbox.py), reaper (reaper.py) and identity probe
+ * (identity-probe.py), as schemas: bytes from inside the sandbox are parsed here and nowhere else.
  */
+const id = z.number().int().min(0);
+
+/** The toolbox about itself: `uid`, `gid` and `groups` are what it acts as (effective). */
 export const helloSchema = z.object({
-  uid: z.number().int().min(0),
-  gid: z.number().int().min(0),
+  identity_error: z.string().nullable(),
+  uid: id,
+  gid: id,
+  groups: z.array(id),
+  real_uid: id,
+  saved_uid: id,
+  /** Every capability it still holds (permitted, effective, inheritable, ambient); -1: unreadable. */
+  capabilities: z.number().int().min(-1),
   pid: z.number().int().positive(),
   python: z.string(),
   repo: z.string(),
   nondumpable: z.boolean(),
+});
+
+/** Who the agent is to the engine, and which python3 may be run as uid 0 (read as the agent). */
+export const identityProbeSchema = z.object({
+  uid: id,
+  gid: id,
+  groups: z.array(id),
+  home: z.string().nullable(),
+  python: z.string().startsWith('/'),
+  version: z.tuple([z.number().int(), z.number().int()]),
+  writable: z.array(z.string()),
 });
 
 const toolReplyMetaSchema = z

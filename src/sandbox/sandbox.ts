@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import Docker from 'dockerode';
 import { sandboxClosed, sandboxOpened } from '../observability/metrics.ts';
@@ -12,27 +11,10 @@ import { createHardenedContainer, resolveAgentUser } from './container-spec.ts';
 import { execOnce } from './exec-once.ts';
 import { execReplySchema, helloSchema, reaperReplySchema, toolReplySchema, type ToolMeta } from './protocol.ts';
 import { bashTimeout } from './bash-timeout.ts';
+import { probeAgentIdentity, type AgentIdentity } from './agent-identity.ts';
+import { checkToolboxHello, ToolboxIdentityError } from './toolbox-hello.ts';
+import { agentIdsEnv, reaperArgv, ROOT_USER, TOOLBOX_SOURCE, toolboxEnv, toolboxLaunchArgv } from './toolbox-launch.ts';
 
-const TOOLBOX_SOURCE = readFileSync(new URL('./toolbox.py', import.meta.url), 'utf8');
-const REAPER_SOURCE = readFileSync(new URL('./reaper.py', import.meta.url), 'utf8');
-// The first statement makes the process non-dumpable, before it reads a byte from the host.
-const TOOLBOX_BOOTSTRAP = [
-  'import sys,json',
-  'try:',
-  ' import ctypes;ctypes.CDLL(None).prctl(4,0,0,0,0)',
-  'except Exception:',
-  ' pass',
-  'exec(compile(json.loads(sys.stdin.buffer.readline()),"lilypad-toolbox","exec"))',
-].join('\n');
-// Started through a link named for Lilypad, so that an agent's `pkill python` or `pkill -f python`
-// does not take the toolbox down with the project's processes.
-const TOOLBOX_LAUNCH = [
-  '/bin/sh',
-  '-c',
-  'p=$(command -v python3) || { echo "python3 not found" >&2; exit 127; }; ' +
-    'if ln -sf "$p" /tmp/.lilypad-toolbox 2>/dev/null; then exec /tmp/.lilypad-toolbox -u -c "$0"; fi; exec "$p" -u -c "$0"',
-  TOOLBOX_BOOTSTRAP,
-];
 const FILE_TOOL_DEADLINE_MS = 120_000;
 const DEFAULT_MARGIN_MS = 30_000;
 const CONTROL_DEADLINE_MS = 30_000;
@@ -115,10 +97,12 @@ export function createDockerClient(): Docker {
  * no-new-privileges, memory/CPU/pids/disk limits, never uid 0 for the agent, labelled with its
  * run and worker so that orphans can always be found. Nothing from the host's environment goes in.
  *
- * The host trusts nothing a sandboxed process could have written: the toolbox is non-dumpable
- * (other processes of its uid cannot open its pipes), every reply is bounded and parsed, every
- * request has a deadline, and before each phase whose result the host believes (setup, tests,
- * the patch) takeOver() kills every process of the agent's uid and starts a fresh toolbox.
+ * The host trusts nothing a sandboxed process could have written: the toolbox runs with real and
+ * saved uid 0 while it acts as the agent, and non-dumpable, so no process of the agent's can open
+ * its pipes, signal it or trace it (under runc and under gVisor, which lets a process of the same
+ * uid open a non-dumpable one's pipes); every reply is bounded and parsed, every request has a
+ * deadline, and before each phase whose result the host believes (setup, tests, the patch)
+ * takeOver() kills every process of the agent's uid and starts a fresh toolbox.
  */
 export class Sandbox {
   private destroyed = false;
@@ -128,8 +112,8 @@ export class Sandbox {
   recoveries = 0;
   private removal: Promise<void> | undefined;
   private channel: ToolboxChannel | undefined;
-  private uid = 0;
-  private gid = 0;
+  /** Who the agent is (probed once in create()); the toolbox and the reaper act as exactly these ids. */
+  private identity: AgentIdentity | undefined;
   private diskTimer: NodeJS.Timeout | undefined;
   private readonly marginMs: number;
 
@@ -157,15 +141,15 @@ export class Sandbox {
     try {
       await withDeadline(created.container.start(), CONTROL_DEADLINE_MS, 'starting the sandbox container');
       if (!created.quota && options.diskMb) sandbox.watchDisk(options.diskMb);
-      const hello = await sandbox.openToolbox().catch((err: unknown) => {
-        if (err instanceof SandboxImageError) throw err;
+      // Who the agent is, asked before anything of the repository's is in the container.
+      sandbox.identity = await probeAgentIdentity(created.container, { user: agentUser, image: options.image, timeoutMs: CONTROL_DEADLINE_MS });
+      await sandbox.openToolbox().catch((err: unknown) => {
+        if (err instanceof SandboxImageError || err instanceof ToolboxIdentityError) throw err;
         throw new SandboxImageError(
           `could not start Lilypad's toolbox in image ${options.image}: ${(err as Error).message}. ` +
             'The sandbox image needs python3 (3.6 or newer) on its PATH; build the default image with `npm run images`.',
         );
       });
-      sandbox.uid = hello.uid;
-      sandbox.gid = hello.gid;
       if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
       return sandbox;
     } catch (err) {
@@ -177,12 +161,13 @@ export class Sandbox {
     }
   }
 
-  /** Starts a toolbox over a fresh exec and checks what it says about itself. */
-  private async openToolbox(): Promise<{ uid: number; gid: number }> {
+  /** Starts a toolbox over a fresh root exec and checks what it says about itself. */
+  private async openToolbox(): Promise<void> {
+    const identity = this.requireIdentity();
     const channel = await ToolboxChannel.open(this.docker, this.container, {
-      argv: TOOLBOX_LAUNCH,
-      env: [`LILYPAD_REPO_DIR=${this.options.workdir}`],
-      user: this.options.user,
+      argv: toolboxLaunchArgv(identity.python),
+      env: toolboxEnv(identity, this.options.workdir),
+      user: ROOT_USER,
       maxLineBytes: this.options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES,
       openTimeoutMs: CONTROL_DEADLINE_MS,
     });
@@ -190,29 +175,24 @@ export class Sandbox {
     // The toolbox source travels as the first stdin line: no file to plant in the container,
     // and the process list the model can see stays short.
     channel.send(JSON.stringify(TOOLBOX_SOURCE));
-    const hello = await withDeadline(channel.request({ op: 'hello' }, helloSchema), CONTROL_DEADLINE_MS, 'starting the toolbox').catch((err: unknown) => {
+    try {
+      const hello = await withDeadline(channel.request({ op: 'hello' }, helloSchema), CONTROL_DEADLINE_MS, 'starting the toolbox');
+      checkToolboxHello(hello, identity, this.options.image);
+    } catch (err) {
       channel.close();
       throw err;
-    });
-    if (hello.uid === 0) {
-      throw new SandboxImageError(
-        `the sandbox image ${this.options.image} runs the agent as root (user ${this.options.user || '(unset)'} is uid 0). ` +
-          'Set USER in the image to an unprivileged user, or set LILYPAD_SANDBOX_USER to one.',
-      );
     }
-    if (!hello.nondumpable) {
-      throw new SandboxImageError(
-        `python3 ${hello.python} in the sandbox image ${this.options.image} cannot make Lilypad's toolbox private (prctl through ctypes failed), ` +
-          "so the agent's processes could tamper with it. Use an image whose python3 has ctypes.",
-      );
-    }
-    return hello;
+  }
+
+  private requireIdentity(): AgentIdentity {
+    if (!this.identity) throw new SandboxError("the sandbox's agent user is not known yet");
+    return this.identity;
   }
 
   /**
-   * Kills every process of the agent's uid (checked by listing /proc) over an exec of its own,
-   * then starts a fresh toolbox that no agent process existed to touch. Returns how many processes
-   * of that uid were found (the old toolbox included).
+   * Kills every earlier toolbox and every process of the agent's uid (checked by listing /proc)
+   * over a root exec of its own (reaper.py), then starts a fresh toolbox that no agent process
+   * existed to touch. Returns how many such processes were found (the old toolbox included).
    */
   async takeOver(): Promise<number> {
     this.requireAlive();
@@ -232,9 +212,11 @@ export class Sandbox {
   private async reap(): Promise<{ killed: number; left: number }> {
     let lastError = '';
     for (let attempt = 0; attempt < 20; attempt++) {
+      const identity = this.requireIdentity();
       const res = await execOnce(this.container, {
-        argv: ['python3', '-c', REAPER_SOURCE],
-        user: this.options.user,
+        argv: reaperArgv(identity.python),
+        user: ROOT_USER,
+        env: [agentIdsEnv(identity)],
         timeoutMs: CONTROL_DEADLINE_MS,
         maxBytes: 4096,
       });
@@ -297,7 +279,7 @@ export class Sandbox {
     const name = path.posix.basename(this.options.workdir).replace(/[,\\&]/g, '\\$&');
     const tar = spawn(
       'tar',
-      ['-C', hostDir, '-cf', '-', `--owner=${this.uid}`, `--group=${this.gid}`, '--numeric-owner', `--transform=s,^\\.,${name},S`, '.'],
+      ['-C', hostDir, '-cf', '-', `--owner=${this.requireIdentity().uid}`, `--group=${this.requireIdentity().gid}`, '--numeric-owner', `--transform=s,^\\.,${name},S`, '.'],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let stderr = '';
@@ -333,8 +315,9 @@ export class Sandbox {
         await this.removal;
         throw this.fatal ?? err;
       }
-      // The call killed, stopped or wedged the toolbox (`kill -9 -1`, `kill -STOP $PPID`, a FIFO):
-      // while the container lives, that costs one call, not the run.
+      // The toolbox died, stopped answering or wedged under the call (the agent cannot signal it,
+      // but it can run the sandbox out of memory, or the engine can lose the exec): while the
+      // container lives, that costs one call, not the run.
       await this.takeOver();
       this.recoveries++;
       if (err instanceof SandboxDeadlineError) {

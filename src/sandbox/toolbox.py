@@ -10,6 +10,10 @@
 # texts such as "FileNotFoundError: [Errno 2] ..." and str.splitlines() come out identical.
 #
 # Compatible with Python 3.6+ (evaluation images often ship old interpreters).
+#
+# The host starts it as uid 0 and puts agent-user.py in front of it: main() first makes it act as
+# the agent with real and saved uid 0 (see there), and every command it starts runs with every uid
+# the agent's.
 
 import base64
 import codecs
@@ -32,7 +36,8 @@ GLOB_LIMIT = 1000
 REPO = os.environ.get("LILYPAD_REPO_DIR", "/testbed")
 TRUTHY = ("1", "true", "yes", "on")
 PR_GET_DUMPABLE = 3
-PR_SET_DUMPABLE = 4
+# What main() made of this process: the agent's ids, or why it could not become them.
+IDENTITY = {"uid": None, "gid": None, "groups": [], "error": None}
 
 
 class ToolInputError(Exception):
@@ -368,6 +373,38 @@ def kill_call(marker, pgid):
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
+    # Reading another process's environ takes the ptrace access check, which gVisor makes with the
+    # caller's real uid (0 here): the search runs in a child with the agent's real uid. It keeps
+    # saved uid 0, so that no process of the agent's may trace it (gVisor ignores non-dumpable), and
+    # holds nothing of the host's channel.
+    uid = IDENTITY["uid"]
+    try:
+        child = os.fork()
+    except OSError:
+        # No process to spare (a fork bomb at the pids limit): search from here, where the kernel
+        # checks the effective uid (under runc this finds them; gVisor may refuse the environ).
+        kill_marked(marker)
+        return
+    if child == 0:
+        try:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            os.setresuid(uid, uid, 0)
+            kill_marked(marker)
+        finally:
+            os._exit(0)
+    while True:
+        try:
+            os.waitpid(child, 0)
+            return
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return
+
+
+def kill_marked(marker):
     needle = marker.encode() + b"\0"
     me = os.getpid()
     for _ in range(200):
@@ -391,6 +428,21 @@ def kill_call(marker, pgid):
         time.sleep(0.01)
 
 
+def as_agent():
+    """Popen arguments that start the command with every uid the agent's (real and saved too).
+
+    The toolbox's groups and gids are already the agent's, and the agent's uid is its effective
+    one, so the child may take it without a capability. Python 3.9+ does it in C after the fork;
+    older ones through preexec_fn.
+    """
+    uid = IDENTITY["uid"]
+    if uid is None:
+        raise RuntimeError("the toolbox does not act as the agent: %s" % IDENTITY["error"])
+    if sys.version_info >= (3, 9):
+        return {"user": uid}
+    return {"preexec_fn": lambda: os.setresuid(uid, uid, uid)}
+
+
 def run_process(argv, timeout, keep_chars, cwd, env_extra=None):
     """Runs argv with empty stdin; returns (returncode, timed_out, out_capture, err_capture, elapsed)."""
     CALL_SEQ[0] += 1
@@ -403,7 +455,7 @@ def run_process(argv, timeout, keep_chars, cwd, env_extra=None):
     started = time.monotonic()
     proc = subprocess.Popen(
         argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=env, start_new_session=True, close_fds=True,
+        env=env, start_new_session=True, close_fds=True, **as_agent()
     )
     captures = {proc.stdout.fileno(): StreamCapture(keep_chars), proc.stderr.fileno(): StreamCapture(keep_chars)}
     out_cap, err_cap = captures[proc.stdout.fileno()], captures[proc.stderr.fileno()]
@@ -562,18 +614,50 @@ def op_exec(req):
 
 
 def nondumpable():
-    """True once the kernel refuses other processes of this uid our /proc entries (fds, memory)."""
+    """True when the kernel keeps our /proc entries (fds, memory) from other processes."""
     try:
         import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-        return libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
+        return ctypes.CDLL(None).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
     except Exception:
         return False
 
 
+def become_agent():
+    """Acts as the agent with real and saved uid 0 (agent-user.py); remembers why not if it cannot."""
+    try:
+        uid, gid, groups = agent_ids()
+        act_as_agent(uid, gid, groups)
+        IDENTITY.update(uid=uid, gid=gid, groups=groups)
+    except Exception as e:
+        IDENTITY["error"] = "%s: %s" % (type(e).__name__, e)
+
+
+def hello():
+    """What the host checks before it trusts this toolbox: who it acts as, and that it is out of reach."""
+    ruid, euid, suid = os.getresuid()
+    try:
+        capabilities = own_capabilities()
+    except (OSError, ValueError):
+        capabilities = -1
+    return {
+        "identity_error": IDENTITY["error"],
+        "uid": euid,
+        "gid": os.getegid(),
+        "groups": sorted(os.getgroups()),
+        "real_uid": ruid,
+        "saved_uid": suid,
+        "capabilities": capabilities,
+        "nondumpable": nondumpable(),
+        "python": sys.version.split()[0],
+        "repo": REPO,
+        "pid": os.getpid(),
+    }
+
+
 def handle(req):
     op = req.get("op")
+    if IDENTITY["error"] and op != "hello":
+        raise RuntimeError("the toolbox does not act as the agent: %s" % IDENTITY["error"])
     if op == "tool":
         started = time.monotonic()
         bash_timeout = host_bash_timeout(req) if req.get("name") == "Bash" else None
@@ -582,14 +666,7 @@ def handle(req):
     if op == "exec":
         return op_exec(req)
     if op == "hello":
-        return {
-            "nondumpable": nondumpable(),
-            "uid": os.getuid(),
-            "gid": os.getgid(),
-            "python": sys.version.split()[0],
-            "repo": REPO,
-            "pid": os.getpid(),
-        }
+        return hello()
     if op == "ping":
         return {}
     raise ValueError("unknown op %r" % (op,))
@@ -605,9 +682,9 @@ def write_all(fd, data):
 
 
 def main():
-    # Processes the agent starts run under the same uid: without this, any of them could open
-    # /proc/<this pid>/fd/1 and write forged replies, or fd/0 and read the host's requests.
-    nondumpable()
+    # Before the first request: from here on no process of the agent's can open /proc/<this pid>/fd/1
+    # to write forged replies, or fd/0 to read the host's requests, nor signal or trace this process.
+    become_agent()
     out = sys.stdout.fileno()
     stdin = sys.stdin.buffer
     while True:

@@ -2,16 +2,16 @@
 // command for exactly the seconds it is handed and refuses a Bash request without them, and the
 // host waits for that timeout plus its margin, not for the cap.
 import os from 'node:os';
-import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { probeAgentIdentity } from '../../src/sandbox/agent-identity.ts';
 import { ToolboxChannel } from '../../src/sandbox/channel.ts';
 import { toolReplySchema } from '../../src/sandbox/protocol.ts';
-import { createDockerClient, Sandbox } from '../../src/sandbox/sandbox.ts';
-import { TEST_IMAGE } from '../support/sandbox-harness.ts';
+import { Sandbox } from '../../src/sandbox/sandbox.ts';
+import { ROOT_USER, TOOLBOX_SOURCE, toolboxEnv, toolboxLaunchArgv } from '../../src/sandbox/toolbox-launch.ts';
+import { signalToolbox, TEST_IMAGE, testDocker } from '../support/sandbox-harness.ts';
 
-const docker = createDockerClient();
-const TOOLBOX_SOURCE = readFileSync(new URL('../../src/sandbox/toolbox.py', import.meta.url), 'utf8');
+const docker = await testDocker();
 const options = (runId: string, marginMs?: number) => ({
   image: TEST_IMAGE,
   workdir: '/testbed',
@@ -30,11 +30,12 @@ describe("the toolbox enforces the host's Bash timeout", () => {
   let channel: ToolboxChannel;
   before(async () => {
     sb = await Sandbox.create(docker, options(uniq('bash-timeout')));
-    // A second toolbox in the same container, spoken to directly, as the host speaks to its own.
+    // A second toolbox in the same container, started and spoken to directly, as the host does its own.
+    const identity = await probeAgentIdentity(sb.container, { user: sb.options.user, image: TEST_IMAGE, timeoutMs: 30_000 });
     channel = await ToolboxChannel.open(docker, sb.container, {
-      argv: ['python3', '-u', '-c', 'import sys,json\nexec(compile(json.loads(sys.stdin.buffer.readline()),"toolbox","exec"))'],
-      env: ['LILYPAD_REPO_DIR=/testbed'],
-      user: `${(await sb.exec(['id', '-u'])).stdout.toString().trim()}`,
+      argv: toolboxLaunchArgv(identity.python),
+      env: toolboxEnv(identity, '/testbed'),
+      user: ROOT_USER,
       maxLineBytes: 1 << 20,
     });
     channel.send(JSON.stringify(TOOLBOX_SOURCE));
@@ -91,7 +92,11 @@ describe('the host side of a Bash call', () => {
     const sb = await Sandbox.create(docker, options(uniq('bash-deadline'), 1000));
     try {
       const started = Date.now();
-      const res = await sb.tool('Bash', JSON.stringify({ command: 'kill -STOP $PPID; sleep 60', timeout: 1 }), 1800);
+      const call = sb.tool('Bash', JSON.stringify({ command: 'sleep 60', timeout: 1 }), 1800);
+      // The agent cannot stop its toolbox (a different real uid); a root exec stands in for whatever could.
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(await signalToolbox(sb, 'STOP'), 0);
+      const res = await call;
       const waited = Date.now() - started;
       assert.equal(res.observation, 'Timed out after 2.0s\nSTDOUT:\n\nSTDERR:\n');
       assert.equal(res.meta.interrupted, true);

@@ -1,6 +1,7 @@
 import os from 'node:os';
 import type Docker from 'dockerode';
 import { dockerForSandboxes } from '../../src/sandbox/runtime.ts';
+import { execOnce } from '../../src/sandbox/exec-once.ts';
 import { Sandbox, type ExecResult } from '../../src/sandbox/sandbox.ts';
 
 export const TEST_IMAGE = process.env['LILYPAD_SANDBOX_IMAGE'] ?? 'lilypad-sandbox:latest';
@@ -88,4 +89,21 @@ export async function openToolbox(opts: { runId?: string } = {}): Promise<Toolbo
 async function check(p: Promise<ExecResult>, what: string): Promise<void> {
   const res = await p;
   if (res.exitCode !== 0) throw new Error(`sandbox harness failed on ${what}: ${res.stderr.toString()}`);
+}
+
+/**
+ * Sends Lilypad's toolbox in `sandbox` a signal from outside the agent's reach: a root exec in the
+ * container, which may signal the toolbox (same real uid) where the agent's processes may not.
+ * It stands for what the agent can no longer do itself (the out-of-memory killer, the engine losing
+ * the exec), so the host's deadlines and recovery stay tested. Returns pkill's exit code (0: found).
+ */
+export async function signalToolbox(sandbox: Sandbox, signal: 'STOP' | 'KILL'): Promise<number | null> {
+  const res = await execOnce(sandbox.container, {
+    // The bracket keeps this command's own command line from matching.
+    argv: ['pkill', `-${signal}`, '-f', 'lilypad-toolbo[x]'],
+    user: '0:0',
+    timeoutMs: 30_000,
+    maxBytes: 4096,
+  });
+  return res.exitCode;
 }

@@ -18,7 +18,7 @@ import { runTestCommand } from '../../../src/pipeline/test-command.ts';
 import { faultTest } from '../../support/fault-table.ts';
 import { CALC_REPO, makeRepo } from '../../support/fixture-repo.ts';
 import { startModelServer, type ScriptedReply } from '../../support/model-server.ts';
-import { TEST_IMAGE, TEST_RUNTIME, testDocker } from '../../support/sandbox-harness.ts';
+import { signalToolbox, TEST_IMAGE, TEST_RUNTIME, testDocker } from '../../support/sandbox-harness.ts';
 import { isGvisor } from '../../../src/sandbox/runtime.ts';
 
 // Under LILYPAD_SANDBOX_RUNTIME (e.g. runsc) when it is set, as the worker would run them.
@@ -75,18 +75,19 @@ after(async () => {
 const bystanderFine = async () => (await bash(bystander, 'echo fine')).observation === 'Exit code: 0\nSTDOUT:\nfine\n\nSTDERR:\n';
 
 faultTest(
-  'forger: a daemon from a Bash call opens the toolbox pipes, kills the toolbox (`kill -9 $PPID`), starts again, and forges replies',
-  'observations, test results and the patch are genuine; the toolbox pipes cannot be opened; no process survives a toolbox replacement',
+  'forger: a daemon from a Bash call opens the toolbox pipes and forges replies; the agent tries to kill (`kill -9 $PPID`) and stop (`kill -STOP $PPID`) its toolbox',
+  'observations, test results and the patch are genuine; the toolbox pipes cannot be opened (EACCES); kill and stop are refused (EPERM) and cost no call; no process of the agent survives into the test run',
   async () => {
     const repo = makeRepo(CALC_REPO);
     const start = 'env -u LILYPAD_CALL_ID setsid nohup python3 /tmp/forger.py >/dev/null 2>&1 & sleep 0.5; echo started';
+    // The test command reports whether a forger is still alive while it runs.
+    const leftForger = 'pgrep -f forger.p[y] >/dev/null || echo NO-FORGER-LEFT';
     const turns: ScriptedReply[] = [
       { toolCalls: [{ name: 'Write', arguments: { file_path: '/tmp/forger.py', content: script('forger.py') } }] },
       { toolCalls: [{ name: 'Bash', arguments: { command: start } }] },
       { toolCalls: [{ name: 'Read', arguments: { file_path: 'calc.py' } }] },
-      { toolCalls: [{ name: 'Bash', arguments: { command: 'kill -9 $PPID' } }] },
-      { toolCalls: [{ name: 'Bash', arguments: { command: 'pgrep -f forger.p[y] || echo no-forger-left' } }] },
-      { toolCalls: [{ name: 'Bash', arguments: { command: start } }] },
+      { toolCalls: [{ name: 'Bash', arguments: { command: 'kill -9 $PPID; kill -STOP $PPID; echo toolbox-still-here' } }] },
+      { toolCalls: [{ name: 'Bash', arguments: { command: 'pgrep -f forger.p[y] >/dev/null && echo forger-running' } }] },
       { toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
       { toolCalls: [{ name: 'Read', arguments: { file_path: 'calc.py' } }, { name: 'Bash', arguments: { command: 'sleep 0.3; cat /tmp/forger.log' } }] },
       { content: 'Fixed add().' },
@@ -104,7 +105,7 @@ faultTest(
         setup: [],
         setupNetwork: null,
         setupTimeoutSeconds: 60,
-        testCommand: 'python3 -m unittest -v 2>&1; rc=$?; echo TEST-RUN-MARKER; exit $rc',
+        testCommand: `python3 -m unittest -v 2>&1; rc=$?; ${leftForger}; echo TEST-RUN-MARKER; exit $rc`,
         testTimeoutSeconds: 60,
         issue: { title: 'add() is wrong', body: 'add(2, 3) gives -1' },
         model: 'frognano-4b',
@@ -113,26 +114,68 @@ faultTest(
         trajectory,
         phase: (_name, fn) => fn(),
       });
-      const observations = (trajectory.records as StepRecord[]).flatMap((r) => r.tools.map((t) => t.observation));
+      const calls = (trajectory.records as StepRecord[]).flatMap((r) => r.tools);
+      const observations = calls.map((t) => t.observation);
       const all = JSON.stringify({ observations, tests: result.tests, patch: result.patch?.diff.toString() });
       const forgerLog = observations.find((o) => o.includes('forger ')) ?? '';
+      const killCall = calls.find((t) => t.observation.includes('toolbox-still-here'));
+      const refusals = (killCall?.observation.match(/Operation not permitted/g) ?? []).length;
       const checks = {
         'no forged text anywhere': !all.includes('FORGED'),
         'Read was genuine': observations.includes('calc.py\n1. def add(a, b):\n2.     return a - b'),
         'Edit was genuine': observations.includes('Edited calc.py (1 replacement).'),
-        'no process survived the toolbox replacement': observations.some((o) => o.includes('no-forger-left')),
+        'kill and stop of the toolbox were refused, in an ordinary call': refusals === 2 && killCall?.observation.startsWith('Exit code: 0\n') === true,
+        'the forger ran during the agent phase': observations.some((o) => o.includes('forger-running')),
         'the pipes were refused': /denied toolbox \d+: \[Errno 13\] Permission denied/.test(forgerLog) && !/opened the pipes/.test(forgerLog),
+        'no forger in the test runs': /NO-FORGER-LEFT/.test(result.tests?.before?.outputTail ?? '') && /NO-FORGER-LEFT/.test(result.tests?.after?.outputTail ?? ''),
         'tests before failed for real': result.tests?.before?.outcome === 'failed' && /FAIL: test_add/.test(result.tests.before.outputTail),
         'tests after passed for real': result.tests?.after?.outcome === 'passed' && /TEST-RUN-MARKER/.test(result.tests.after.outputTail),
         'the patch is the real edit': /\+    return a \+ b/.test(result.patch?.diff.toString() ?? ''),
       };
       const failed = Object.entries(checks).filter(([, ok]) => !ok).map(([k]) => k);
+      const denied = forgerLog.split('\n').find((l) => l.startsWith('denied')) ?? '';
       return {
-        observed: failed.length === 0 ? `forger refused (${forgerLog.split('\n').find((l) => l.startsWith('denied')) ?? ''}); all results genuine` : `broken: ${failed.join('; ')}`,
+        observed: failed.length === 0 ? `forger refused (${denied}); kill and stop refused (${refusals} x EPERM); all results genuine` : `broken: ${failed.join('; ')}`,
         pass: failed.length === 0,
       };
     } finally {
       await server.close();
+    }
+  },
+);
+
+faultTest(
+  'the agent against its toolbox: signals, ptrace, /proc/<toolbox>/{fd/0,fd/1,mem}, `kill -9 -1`; files written by Write and by Bash',
+  'every one refused (EPERM / EACCES); `kill -9 -1` ends only the agent\'s own processes and the toolbox answers on without a replacement; Write and Bash leave files of the same owner, the agent',
+  async () => {
+    const sb = await Sandbox.create(docker, options(uniq('reach')));
+    try {
+      await put(sb, '/tmp/reach.py', script('reach-toolbox.py'));
+      const reach = await bash(sb, 'python3 /tmp/reach.py $PPID');
+      const tries = (/STDOUT:\n([\s\S]*?)\nSTDERR:/.exec(reach.observation)?.[1] ?? '').trim().split('\n');
+      const allowed = tries.filter((l) => !/ refused /.test(l));
+      await bash(sb, 'sleep 300 >/dev/null 2>&1 &');
+      const killAll = await bash(sb, 'kill -9 -1; echo after');
+      const left = await agentProcs(sb);
+      await sb.tool('Write', JSON.stringify({ file_path: 'by-write.txt', content: 'w\n' }), 60);
+      // Python's stat, not coreutils': this gVisor release refuses the statx calls that stat(1) and ls(1) make.
+      const owners = await bash(sb, `echo b > by-bash.txt; python3 -c 'import os,sys\nfor f in sys.argv[1:]: print("%d:%d" % (os.stat(f).st_uid, os.stat(f).st_gid))' by-write.txt by-bash.txt; echo "$(id -u):$(id -g)"`);
+      const [w, b, me] = (/STDOUT:\n([\s\S]*?)\n\nSTDERR:/.exec(owners.observation)?.[1] ?? '').split('\n');
+      const ok =
+        tries.length >= 6 &&
+        allowed.length === 0 &&
+        killAll.observation === 'Exit code: 0\nSTDOUT:\nafter\n\nSTDERR:\n' &&
+        left === 0 &&
+        sb.recoveries === 0 &&
+        w === me &&
+        b === me &&
+        me !== '0:0';
+      return {
+        observed: `${tries.length} tries, ${allowed.length ? `allowed: ${allowed.join('; ')}` : 'all refused'}; kill -9 -1: ${JSON.stringify(killAll.observation.split('\n').slice(0, 3).join(' '))}, ${left} agent process(es) left, ${sb.recoveries} toolbox replacement(s); owners Write ${w}, Bash ${b}, agent ${me}`,
+        pass: ok,
+      };
+    } finally {
+      await sb.destroy();
     }
   },
 );
@@ -178,44 +221,62 @@ faultTest(
   },
 );
 
-faultTest('SIGSTOP of the toolbox during a Bash call (`kill -STOP $PPID`)', 'the call is reported as interrupted at its deadline; the next call works', async () => {
-  const sb = await Sandbox.create(docker, options(uniq('stop-bash')));
-  try {
-    const res = await within(30_000, bash(sb, 'kill -STOP $PPID; echo never', 3));
-    const next = await bash(sb, 'echo next');
-    const ok = res.value?.meta.interrupted === true && /^Timed out after 5\.0s/.test(res.value.observation) && next.observation.includes('next');
-    return { observed: `${JSON.stringify(res.value?.observation ?? res.error?.message)} after ${res.ms} ms; next call: ${JSON.stringify(next.observation.split('\n')[2])}`, pass: ok };
-  } finally {
-    await sb.destroy();
-  }
-});
-
-faultTest('SIGKILL of the toolbox during a Bash call (`kill -9 $PPID`)', 'the call is reported as interrupted; a fresh toolbox answers the next call', async () => {
-  const sb = await Sandbox.create(docker, options(uniq('kill-bash')));
-  try {
-    const res = await bash(sb, 'kill -9 $PPID');
-    const next = await bash(sb, 'echo next');
-    const ok = res.meta.interrupted === true && res.observation === 'Exit code: -9\nSTDOUT:\n\nSTDERR:\n' && next.observation.includes('next');
-    return { observed: `${JSON.stringify(res.observation)}; next call: ${JSON.stringify(next.observation.split('\n')[2])}`, pass: ok };
-  } finally {
-    await sb.destroy();
-  }
-});
+for (const sig of ['STOP', 'KILL'] as const) {
+  const byAgent = sig === 'STOP' ? 'kill -STOP $PPID' : 'kill -9 $PPID';
+  faultTest(
+    `SIG${sig} of the toolbox during a Bash call: by the agent (\`${byAgent}\`), and from outside its reach (a root exec, as the OOM killer or a lost exec would)`,
+    sig === 'STOP'
+      ? "the agent's stop is refused (EPERM) and its call completes; the stopped toolbox's call is reported as interrupted at its deadline; the next call works"
+      : "the agent's kill is refused (EPERM) and its call completes; the killed toolbox's call is reported as interrupted; a fresh toolbox answers the next call",
+    async () => {
+      const sb = await Sandbox.create(docker, options(uniq(`${sig.toLowerCase()}-bash`)));
+      try {
+        const refused = await bash(sb, `${byAgent}; echo rc=$?`, 3);
+        const agentRefused = /Operation not permitted/.test(refused.observation) && /\nrc=1\n/.test(refused.observation) && refused.meta.interrupted !== true && sb.recoveries === 0;
+        const call = within(30_000, bash(sb, 'sleep 2; echo late', 3));
+        await new Promise((r) => setTimeout(r, 500));
+        const signalled = await signalToolbox(sb, sig);
+        const res = await call;
+        const next = await bash(sb, 'echo next');
+        const reported =
+          sig === 'STOP'
+            ? res.value?.meta.interrupted === true && /^Timed out after 5\.0s/.test(res.value.observation)
+            : res.value?.meta.interrupted === true && res.value.observation === 'Exit code: -9\nSTDOUT:\n\nSTDERR:\n';
+        const ok = agentRefused && signalled === 0 && reported && next.observation.includes('next') && sb.recoveries === 1;
+        return {
+          observed: `agent: ${JSON.stringify(refused.observation.split('\n').slice(0, 6).join(' '))}; from outside: ${JSON.stringify(res.value?.observation ?? res.error?.message)} after ${res.ms} ms; next call: ${JSON.stringify(next.observation.split('\n')[2])}`,
+          pass: ok,
+        };
+      } finally {
+        await sb.destroy();
+      }
+    },
+  );
+}
 
 for (const sig of ['STOP', 'KILL'] as const) {
   faultTest(
-    `SIG${sig} of the toolbox by the repository's tests`,
-    'the run ends with an honest reason within the test timeout plus the margin; the sandbox is removed',
+    `SIG${sig} of the toolbox by the repository's tests, and from outside their reach during the test command`,
+    "the tests' signal is refused (EPERM) and their result stands; a toolbox that stops or dies under the test command ends the run with an honest reason within the test timeout plus the margin; the sandbox is removed",
     async () => {
       const runId = uniq(`tests-${sig.toLowerCase()}`);
       const sb = await Sandbox.create(docker, options(runId));
       try {
         await put(sb, '/testbed/stop_toolbox.py', script('stop-toolbox.py'));
-        const res = await within(30_000, runTestCommand(sb, `python3 stop_toolbox.py ${sig}`, 5));
+        const tried = await runTestCommand(sb, `python3 stop_toolbox.py ${sig}`, 10);
+        const refused = tried.outcome === 'passed' && /signalled 0 toolbox process\(es\), refused [1-9]/.test(tried.outputTail) && /tests OK/.test(tried.outputTail);
+        const run = within(30_000, runTestCommand(sb, 'sleep 3; echo tests OK', 5));
+        await new Promise((r) => setTimeout(r, 500));
+        await signalToolbox(sb, sig);
+        const res = await run;
         const err = res.error;
         const expected = sig === 'STOP' ? err instanceof SandboxDeadlineError && /stopped answering/.test(err.message) : err instanceof SandboxBoundaryError && /died while running the test command/.test(err.message);
         const left = await leftovers(runId);
-        return { observed: `${err ? err.message : `the test outcome was accepted: ${JSON.stringify(res.value?.outcome)}`} (after ${res.ms} ms; ${left} container(s) left)`, pass: expected && left === 0 };
+        const tail = tried.outputTail.trim().split('\n')[0] ?? '';
+        return {
+          observed: `tests: ${JSON.stringify(tail)} (${tried.outcome}); from outside: ${err ? err.message : `the test outcome was accepted: ${JSON.stringify(res.value?.outcome)}`} (after ${res.ms} ms; ${left} container(s) left)`,
+          pass: refused && expected && left === 0,
+        };
       } finally {
         await sb.destroy();
       }

@@ -13,15 +13,18 @@ seen = {}
 
 
 def toolboxes():
+    """Lilypad's toolbox, by its command line or, where that cannot be read, by its name."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as fh:
-                if b"lilypad-toolbox" in fh.read():
-                    yield int(entry)
-        except OSError:
-            pass
+        for name, marker in (("cmdline", b"lilypad-toolbox"), ("status", b"Name:\t.lilypad-toolbo")):
+            try:
+                with open("/proc/%s/%s" % (entry, name), "rb") as fh:
+                    if marker in fh.read():
+                        yield int(entry)
+                        break
+            except OSError:
+                pass
 
 
 def forge(req):
