@@ -2,7 +2,7 @@ import os from 'node:os';
 import { Redis } from 'ioredis';
 import { httpUrl, parseCommandArgs } from './args.ts';
 import { describePrivateRedis } from './private-redis.ts';
-import { sandboxRuntimeCheck } from '../sandbox/runtime.ts';
+import { RUNTIME_VAR, sandboxRuntimeCheck } from '../sandbox/runtime.ts';
 import { UsageError } from '../shared/usage-error.ts';
 import { loadEnv, type Env } from '../config/env.ts';
 import { ModelClient } from '../agent/model-client.ts';
@@ -118,12 +118,29 @@ export async function dockerChecks(env: Env): Promise<CheckResult[]> {
     const [uid, python, gitVersion] = probe.stdout.toString().trim().split('\n');
     const detail = `${image}: uid ${uid}, ${python}, ${gitVersion}, hardened (no network, no capabilities)`;
     out.push(uid === '0' ? warn('sandbox image', detail, 'run the agent as a non-root user: add a USER to the image or set LILYPAD_SANDBOX_USER') : ok('sandbox image', detail));
+    out.push(await fileListingCheck(sandbox));
   } catch (err) {
     out.push(fail('sandbox image', `${image} does not start as a sandbox: ${(err as Error).message}`, 'rebuild it with `npm run images`'));
   } finally {
     await sandbox?.destroy();
   }
   return out;
+}
+
+/**
+ * Whether `ls -l` and `stat` work in a sandbox: the model uses them all the time, and some gVisor
+ * releases (Debian 12's runsc among them) refuse the statx flags coreutils passes, so every one
+ * fails with "Invalid argument" while the run goes on.
+ */
+async function fileListingCheck(sandbox: Sandbox): Promise<CheckResult> {
+  const res = await sandbox.exec(['/bin/sh', '-c', 'ls -ld / && stat -c %U /'], { timeoutSeconds: 30 });
+  if (res.exitCode === 0) return ok('file listing', '`ls -l` and `stat` work in the sandbox');
+  const why = res.stderr.toString('utf8').trim().split('\n')[0] ?? `exit ${res.exitCode}`;
+  return warn(
+    'file listing',
+    `\`ls -l\` fails in the sandbox (${why}): the model sees that error on every listing`,
+    `the sandbox runtime refuses coreutils' statx; use a newer gVisor (runsc) release, or runc (unset ${RUNTIME_VAR})`,
+  );
 }
 
 /** With REDIS_URL unset, the Redis `lilypad start` would run of its own (src/cli/private-redis.ts). */

@@ -127,7 +127,7 @@ export async function checkoutInKept(input: SandboxSessionInput, image: string):
   const live = await created(input, image, 'none');
   return guard(live, async () => {
     await clearKeptWorktree(live.sandbox);
-    await live.sandbox.copyIn(input.checkoutDir);
+    await live.sandbox.copyInFromInside(input.checkoutDir);
     await live.sandbox.takeOver();
     if ((await replaySetupChanges(live.sandbox)) === 'stale') throw new StaleEnvironmentError('the changes setup made to tracked files no longer apply to this commit');
     return live;

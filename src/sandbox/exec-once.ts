@@ -8,18 +8,29 @@ interface ExecOnceResult {
   stderr: Buffer;
 }
 
+interface ExecOnceOptions {
+  argv: string[];
+  user: string;
+  env?: string[];
+  timeoutMs: number;
+  maxBytes: number;
+  /** Streamed to the command's stdin; its end closes stdin. Without it, stdin is not attached. */
+  input?: NodeJS.ReadableStream;
+}
+
 /**
  * One short command over its own `docker exec`, with a deadline on every Docker call and on the
  * output, which is kept only up to `maxBytes` per stream.
  */
-export async function execOnce(container: Docker.Container, opts: { argv: string[]; user: string; env?: string[]; timeoutMs: number; maxBytes: number }): Promise<ExecOnceResult> {
+export async function execOnce(container: Docker.Container, opts: ExecOnceOptions): Promise<ExecOnceResult> {
   const what = `\`${opts.argv[0]}\` in the sandbox`;
+  const stdin = opts.input !== undefined;
   const exec = await withDeadline(
-    container.exec({ Cmd: opts.argv, Env: opts.env ?? [], User: opts.user, AttachStdout: true, AttachStderr: true, AttachStdin: false, Tty: false, WorkingDir: '/' }),
+    container.exec({ Cmd: opts.argv, Env: opts.env ?? [], User: opts.user, AttachStdout: true, AttachStderr: true, AttachStdin: stdin, Tty: false, WorkingDir: '/' }),
     opts.timeoutMs,
     `creating ${what}`,
   );
-  const stream = (await withDeadline(exec.start({ hijack: true, stdin: false }), opts.timeoutMs, `starting ${what}`)) as Duplex;
+  const stream = (await withDeadline(exec.start({ hijack: true, stdin }), opts.timeoutMs, `starting ${what}`)) as Duplex;
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   const keep = (into: Buffer[]) => (chunk: Buffer) => {
@@ -36,9 +47,12 @@ export async function execOnce(container: Docker.Container, opts: { argv: string
     stream.on('close', resolve);
     stream.on('error', () => resolve());
   });
+  // The input's end half-closes the connection, which the engine passes on as the end of stdin.
+  opts.input?.pipe(stream, { end: true });
   try {
     await withDeadline(ended, opts.timeoutMs, what);
   } finally {
+    opts.input?.unpipe(stream);
     stream.destroy();
   }
   const info = await withDeadline(exec.inspect(), opts.timeoutMs, `inspecting ${what}`).catch(() => undefined);

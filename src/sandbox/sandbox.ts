@@ -1,3 +1,4 @@
+import { PassThrough } from 'node:stream';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import Docker from 'dockerode';
@@ -22,6 +23,17 @@ const DEFAULT_DISK_CHECK_MS = 5_000;
 const DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024;
 // Docker's inspect takes `size` (measure the writable layer); dockerode's types do not list it.
 const WITH_SIZE: Docker.ContainerInspectOptions & { size: boolean } = { size: true };
+
+/**
+ * Reads a tar stream on stdin into the directory it is given, as whoever runs it (the agent's user,
+ * so everything it writes is the agent's). The archive is the run's own checkout and the process
+ * runs inside the sandbox, so no filter is needed beyond what the agent's user may do there anyway.
+ */
+const EXTRACT_SCRIPT = `import sys, tarfile
+kw = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as archive:
+    archive.extractall(sys.argv[1], **kw)
+`;
 
 export const LABEL_MANAGED = 'dev.lilypad.managed';
 export const LABEL_RUN = 'dev.lilypad.run';
@@ -293,6 +305,38 @@ export class Sandbox {
     }
     const code = await exited;
     if (code !== 0) throw new SandboxError(`tar of ${hostDir} failed (exit ${code}): ${stderr.trim()}`);
+  }
+
+  /**
+   * Copies a host directory into the existing worktree through a process inside the sandbox, run
+   * as the agent's user. For a sandbox that has already looked at its worktree (a kept
+   * environment, cleared in place): gVisor keeps what it has seen of a directory and does not see
+   * files the engine writes behind it, so `copyIn` would leave the worktree empty under runsc.
+   */
+  async copyInFromInside(hostDir: string): Promise<void> {
+    this.requireAlive();
+    const identity = this.requireIdentity();
+    const tar = spawn('tar', ['-C', hostDir, '-cf', '-', '.'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    tar.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number>((resolve) => tar.on('close', (code) => resolve(code ?? -1)));
+    let res;
+    try {
+      res = await execOnce(this.container, {
+        argv: [identity.python, '-c', EXTRACT_SCRIPT, this.options.workdir],
+        user: `${identity.uid}:${identity.gid}`,
+        // Read from at once: Node drains and drops a child's unread output when the child exits.
+        input: tar.stdout.pipe(new PassThrough()),
+        timeoutMs: 600_000,
+        maxBytes: 4096,
+      });
+    } catch (err) {
+      tar.kill();
+      throw new SandboxError(`copying the repository into the sandbox failed: ${(err as Error).message}`, { cause: err });
+    }
+    const code = await exited;
+    if (code !== 0) throw new SandboxError(`tar of ${hostDir} failed (exit ${code}): ${stderr.trim()}`);
+    if (res.exitCode !== 0) throw new SandboxError(`copying the repository into the sandbox failed (exit ${res.exitCode}): ${res.stderr.toString('utf8').trim().slice(-300)}`);
   }
 
   /**

@@ -39,6 +39,23 @@ describe('lilypad doctor', () => {
     assert.match(line(out, 'sandbox runtime'), /^FAIL sandbox runtime: LILYPAD_SANDBOX_RUNTIME=nosuchruntime: the Docker engine has no runtime named nosuchruntime/);
     const fine = await doctor({ OPENAI_BASE_URL: server.url });
     assert.match(line(fine.out, 'sandbox runtime'), /^OK +sandbox runtime: the engine's default/);
+    assert.match(line(fine.out, 'file listing'), /^OK +file listing: `ls -l` and `stat` work/);
+  });
+
+  test('under gVisor, doctor says whether `ls -l` works in the sandbox, as a container under it shows', async () => {
+    const server = await serve({ script: [{ toolCalls: [{ name: 'Glob', arguments: { pattern: '**/*.py' } }] }] });
+    const { out } = await doctor({ OPENAI_BASE_URL: server.url, REDIS_URL: 'redis://127.0.0.1:6379', LILYPAD_SANDBOX_RUNTIME: 'runsc' });
+    assert.match(line(out, 'sandbox runtime'), /^OK +sandbox runtime: runsc/, out);
+    // What a plain container under the same runtime says, independently of Lilypad.
+    const direct = await new Promise<number | null>((resolve) => {
+      const child = spawn('docker', ['run', '--rm', '--runtime=runsc', '--network=none', 'lilypad-sandbox:latest', 'ls', '-ld', '/'], { stdio: 'ignore' });
+      child.on('close', resolve);
+    });
+    if (direct === 0) assert.match(line(out, 'file listing'), /^OK +file listing/, out);
+    else {
+      assert.match(line(out, 'file listing'), /^WARN file listing: `ls -l` fails in the sandbox \(.*Invalid argument\)/, out);
+      assert.match(out, /newer gVisor \(runsc\) release/, out);
+    }
   });
 
   test('with REDIS_URL unset, doctor checks the private Redis that lilypad start would run', async () => {

@@ -77,7 +77,7 @@ describe('kept environments (real Docker)', () => {
     try {
       const removed = await clearKeptWorktree(sb);
       assert.ok(removed >= 5, `removed ${removed}`);
-      await sb.copyIn(dir);
+      await sb.copyInFromInside(dir);
       assert.equal(await sh(sb, 'cat "$HOME/marker"'), 'kept\n');
       assert.equal(await sh(sb, 'cat node_modules/dep/index.js'), 'dep\n');
       assert.equal(await sh(sb, 'wc -l < "$HOME/setup-count"'), '1\n', 'setup ran once, on the miss');

@@ -91,7 +91,9 @@ describe('LILYPAD_EXTRA_CA_CERTS in a real sandbox', () => {
   });
 
   test('the files are root-owned data the sandbox user can read but not change', async () => {
-    const res = await sh(`stat -c '%U %a %n' /etc/lilypad-ca ${SANDBOX_EXTRA_CA_FILE} ${SANDBOX_CA_BUNDLE_FILE}; id -u; echo x >> ${SANDBOX_CA_BUNDLE_FILE} || echo refused`);
+    // Python's os.stat, not coreutils' stat: some gVisor releases refuse the latter's statx.
+    const owners = `import os, pwd, sys\nfor p in sys.argv[1:]:\n    st = os.stat(p)\n    print(pwd.getpwuid(st.st_uid).pw_name, oct(st.st_mode & 0o777)[2:], p)`;
+    const res = await sh(`python3 -c '${owners}' /etc/lilypad-ca ${SANDBOX_EXTRA_CA_FILE} ${SANDBOX_CA_BUNDLE_FILE}; id -u; echo x >> ${SANDBOX_CA_BUNDLE_FILE} || echo refused`);
     assert.match(res.out, new RegExp(`^root 755 /etc/lilypad-ca\nroot 644 ${SANDBOX_EXTRA_CA_FILE}\nroot 644 ${SANDBOX_CA_BUNDLE_FILE}\n1000\n`));
     assert.match(res.out, /\nrefused\n$/);
   });

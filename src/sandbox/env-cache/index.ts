@@ -5,7 +5,7 @@
  *   key   = envKey({ imageId, setup, repoId, workdir, user, files })            // imageId: inspect(image).Id
  *   claim = await cache.claim(key, repoId, signal)                              // null: off
  *   hit   → Sandbox.create({ image: claim.hit.image }) (no setup network), clearKeptWorktree,
- *           copyIn, [moveToHead], commitSetupState; setup is skipped: hitReport(claim.hit)
+ *           copyInFromInside, [moveToHead], commitSetupState; setup is skipped: hitReport(claim.hit)
  *   miss  → as today; after setup, takeOver and cutNetwork (before moveToHead and
  *           commitSetupState): claim.builder.keep(sandbox.container, { baseImageId, setupSeconds });
  *           a failed setup: never keep; always claim.builder.release() in a finally.
