@@ -3,6 +3,7 @@ import { throttling } from '@octokit/plugin-throttling';
 import { Octokit } from '@octokit/rest';
 import { Probot, ProbotOctokit } from 'probot';
 import type { Logger } from '../observability/logger.ts';
+import { abortWithoutRetry } from './abort-without-retry.ts';
 import type { InstallationClient } from './client.ts';
 
 export interface GitHubEndpoints {
@@ -64,7 +65,7 @@ export class RepoToken {
   }
 }
 
-const JobOctokit = Octokit.plugin(retry, throttling);
+const JobOctokit = Octokit.plugin(retry, throttling, abortWithoutRetry);
 
 /**
  * The cache interface of @octokit/auth-app, whose entries are `token|createdAt|expiresAt|…`: an
@@ -123,7 +124,7 @@ export class GitHubApp {
     // Token requests go to the configured server, never to a default host.
     const request = new Octokit({ baseUrl: this.opts.endpoints.apiUrl }).request;
     // Probot's Octokit and @octokit/rest's share `request`; the one typed view of it is GitHubClient.
-    return new ProbotOctokit({
+    return new (ProbotOctokit.plugin(abortWithoutRetry))({
       baseUrl: this.opts.endpoints.apiUrl,
       log: quietLog,
       auth: { appId: this.opts.appId, privateKey: this.opts.privateKey, installationId, cache: this.tokenCache, request },

@@ -193,6 +193,15 @@ describe('docker/compose.yml', () => {
       const { stdout: mounts } = await run('docker', ['inspect', '--format', '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}', ...ids.split(/\s+/).filter(Boolean)]);
       const volumes = mounts.split(/\s+/).filter(Boolean);
       assert.ok(volumes.some((v) => /^[0-9a-f]{64}$/.test(v)), `the worker's /data is an anonymous volume: ${volumes.join(', ')}`);
+      // SIGTERM to the worker (as `down` sends it), right after its pull request: it must finish or
+      // hand back its job and remove its sandboxes by itself, inside the grace period.
+      await timed('stop worker', () => dc(['stop', '--timeout', '30', 'worker']));
+      await saveLogs();
+      const { stdout: workerIds } = await run('docker', ['ps', '-a', '-q', '--filter', `label=com.docker.compose.project=${PROJECT}`, '--filter', 'label=com.docker.compose.service=worker']);
+      const { stdout: exitCodes } = await run('docker', ['inspect', '--format', '{{.State.ExitCode}}', ...workerIds.split(/\s+/).filter(Boolean)]);
+      assert.deepEqual(exitCodes.trim().split(/\s+/), ['0'], 'the worker exits by itself on SIGTERM (137: it was killed at the end of the grace period)');
+      const { stdout: leftAfterStop } = await run('docker', ['ps', '-a', '-q', '--filter', `label=dev.lilypad.worker=${PROJECT}`]);
+      assert.equal(leftAfterStop.trim(), '', 'a stopped worker leaves no sandbox or egress container behind');
       await timed('down -v', () => dc(['down', '--volumes', '--remove-orphans', '--timeout', '30']));
       started = false;
       const label = `label=com.docker.compose.project=${PROJECT}`;

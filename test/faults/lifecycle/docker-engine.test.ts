@@ -1,8 +1,10 @@
 /**
  * The Docker engine restarts under a running job. The real `lilypad start` against the GitHub
  * stand-in and the scripted model server; the engine is this machine's dockerd, stopped with
- * SIGTERM and started again with the same command line (as `.ci/run` starts it).
+ * SIGTERM and started again with the same command line (as `.ci/run` starts it). Every container
+ * on the machine stops with it, so scripts/run-faults.mjs runs this file by itself:
  */
+// fault-suite: alone
 import { spawn, spawnSync } from 'node:child_process';
 import { openSync, readFileSync } from 'node:fs';
 import { after, before } from 'node:test';

@@ -13,7 +13,7 @@ import { faultTest } from '../../support/fault-table.ts';
 import { CALC_REPO } from '../../support/fixture-repo.ts';
 
 const OWNER = 'acme';
-const TOKEN_TTL_S = 60;
+const TOKEN_TTL_S = 25;
 const fix = (delayMs = 0) => [
   { delayMs, toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
   { content: 'Fixed add().' },
@@ -21,10 +21,10 @@ const fix = (delayMs = 0) => [
 const book: ScriptBook = {
   'Reviewed branch': fix(),
   'Edited by an outsider': fix(),
-  // Two slow turns: the job takes over 120 s and outlives two of the stand-in's 60-second tokens.
+  // Two slow turns: the job outlives two of the stand-in's short-lived tokens (scaled: GitHub's live an hour).
   'Outlives its token': [
-    { delayMs: 62_000, toolCalls: [{ name: 'Bash', arguments: { command: 'true' } }] },
-    { delayMs: 62_000, toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
+    { delayMs: (TOKEN_TTL_S + 2) * 1000, toolCalls: [{ name: 'Bash', arguments: { command: 'true' } }] },
+    { delayMs: (TOKEN_TTL_S + 2) * 1000, toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] },
     { content: 'Fixed add().' },
   ],
   'Held CI': fix(),
@@ -110,7 +110,7 @@ faultTest('someone without write access edits the issue after a maintainer label
   return { observed: `${statusOf('slowtests', n).split('\n')[1]?.slice(0, 170)}…; agent ran: ${agentRan}`, pass: ok };
 });
 
-faultTest(`tokens that live ${TOKEN_TTL_S} s in the stand-in, a job that takes over 120 s`, 'fresh tokens are minted as needed: the pull request is created and the status says Done', async () => {
+faultTest(`tokens that live ${TOKEN_TTL_S} s in the stand-in (scaled: GitHub's live an hour), a job that takes over ${2 * TOKEN_TTL_S} s`, 'fresh tokens are minted as needed: the pull request is created and the status says Done', async () => {
   const n = gh.createIssue(OWNER, 'calc', { title: 'Outlives its token', body: 'add is wrong', author: 'alice' }).number;
   const started = Date.now();
   await app.send('issues', gh.labelIssue(OWNER, 'calc', n, 'lilypad', 'alice'));

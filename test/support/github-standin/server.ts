@@ -275,6 +275,8 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
       res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
       res.end('Not Found\n');
     } catch (err) {
+      // A stand-in bug, not a GitHub behaviour: say where, so that a test's 500 can be traced.
+      process.stderr.write(`github stand-in: internal error on ${req.method} ${req.url}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
       if (!res.headersSent) {
         res.writeHead(500, { 'content-type': 'application/json; charset=utf-8' });
         res.end(JSON.stringify({ message: `stand-in error: ${err instanceof Error ? err.message : String(err)}` }));
