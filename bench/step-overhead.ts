@@ -60,24 +60,34 @@ function planned(i: number, steps: number): { name: ToolName; arguments: Record<
  * The floor of a Bash call: `bash -lc true` spawned by Python the way the toolbox spawns one, run
  * as a Bash call itself so that it has the toolbox's user, environment (HOME and its profile, which
  * `bash -l` reads) and working directory. Prints the per-spawn times in ms as JSON.
+ *
+ * Then, for the record and not as the target, the same spawns with `user=` the caller's own uid:
+ * Python then forks instead of using vfork, and the child sets its uid in C before the exec, which
+ * is the toolbox's own path (it must set the child's real and saved uid to the agent's; its own
+ * real uid is 0, so a vfork child would keep that, and an exec under no-new-privileges with real
+ * uid 0 comes out as uid 0 without capabilities). The gap between the two rows is the fork.
  */
 const FLOOR_SCRIPT = `
-import subprocess, time, json, sys
+import os, subprocess, time, json, sys
 n = int(sys.argv[1])
-out = []
-for i in range(n + 5):
-    t = time.perf_counter()
-    p = subprocess.Popen(["/bin/bash", "-lc", "true"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    p.communicate()
-    if i >= 5:
-        out.append((time.perf_counter() - t) * 1000)
-print("FLOOR" + json.dumps(out))
+def spawns(**how):
+    out = []
+    for i in range(n + 5):
+        t = time.perf_counter()
+        p = subprocess.Popen(["/bin/bash", "-lc", "true"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **how)
+        p.communicate()
+        if i >= 5:
+            out.append((time.perf_counter() - t) * 1000)
+    return out
+print("FLOOR" + json.dumps(spawns()))
+if sys.version_info >= (3, 9):
+    print("FORKED" + json.dumps(spawns(user=os.getuid())))
 `;
 const FLOOR_COMMAND = `python3 - ${N_FLOOR} <<'PY'\n${FLOOR_SCRIPT}\nPY`;
 
-/** The floor samples in a Bash observation, if it is one of the floor calls. */
-function floorSamples(observation: string): number[] | undefined {
-  const m = /^FLOOR(\[.*\])$/m.exec(observation);
+/** The samples of one kind (FLOOR, FORKED) in a Bash observation, if it is one of the floor calls. */
+function floorSamples(observation: string, kind: 'FLOOR' | 'FORKED' = 'FLOOR'): number[] | undefined {
+  const m = new RegExp(`^${kind}(\\[.*\\])$`, 'm').exec(observation);
   return m ? (JSON.parse(m[1]!) as number[]) : undefined;
 }
 
@@ -257,8 +267,12 @@ async function main(): Promise<void> {
   try {
     const url = await ask(child, undefined, (m) => (typeof m['url'] === 'string' ? m['url'] : undefined));
     const floor: number[] = [];
+    const forked: number[] = [];
     const trajectory = new JsonlTrajectory(path.join(outDir, 'trajectory.jsonl'), scanner, (r) => {
-      for (const t of r.tools) floor.push(...(floorSamples(t.observation) ?? []));
+      for (const t of r.tools) {
+        floor.push(...(floorSamples(t.observation) ?? []));
+        forked.push(...(floorSamples(t.observation, 'FORKED') ?? []));
+      }
       recorder?.step(r);
     });
     // The loop's side of each turn, to split the gap: when a request left and when its answer was in hand.
@@ -364,6 +378,7 @@ async function main(): Promise<void> {
       ['Glob **/*.py, 41 files: step', gaps.Glob, '< 1.50'],
       ['Bash `true`: step', gaps.Bash, `< ${(1.3 * floorMedian).toFixed(2)}`],
       ['floor: bash -lc true spawned as the toolbox does', floor, ''],
+      ['the same, forked with a uid set in the child (info)', forked, ''],
       ['docker exec via Engine API: cat small.py', side!.execCat, ''],
       ['docker exec via Engine API: bash -lc true', side!.execBash, ''],
       [`HTTP round trip alone, last request (${(lastBytes.length / 1024).toFixed(0)} KiB)`, roundTrip, ''],
