@@ -6,7 +6,9 @@ import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const suites = process.argv.slice(2).length ? process.argv.slice(2) : ['unit', 'integration', 'e2e'];
+// The slowest suites go first: files start in this order, three at a time, so a long end-to-end
+// file started last would run on alone at the end while the quick unit files could have filled in.
+const suites = process.argv.slice(2).length ? process.argv.slice(2) : ['e2e', 'integration', 'unit'];
 const files = [];
 for (const suite of suites) {
   const dir = path.join(root, 'test', suite);
@@ -20,6 +22,13 @@ for (const suite of suites) {
     const file = path.join(dir, name);
     if (name.endsWith('.test.ts') && statSync(file).isFile()) files.push(path.relative(root, file));
   }
+}
+// The files that took longest in CI (over 90 s each) start before the rest of their suite.
+const SLOWEST = ['review-loop', 'zero-config', 'github-app', 'evidence', 'first-hour', 'github-app-scaling', 'ci-fix', 'run-cli', 'zero-config-kept-env'].map((n) => `test/e2e/${n}.test.ts`);
+files.sort((a, b) => rank(a) - rank(b));
+function rank(file) {
+  const i = SLOWEST.indexOf(file);
+  return i === -1 ? SLOWEST.length : i;
 }
 if (files.length === 0) {
   console.error(`no test files found for: ${suites.join(', ')}`);
