@@ -4,8 +4,9 @@
 //
 // A file that disturbs the whole machine (it restarts the Docker engine) says so on a line of its
 // own, `// fault-suite: alone`, and runs by itself after the others; the others run
-// LILYPAD_FAULT_CONCURRENCY files at a time (default 2 for lifecycle, 1 for sandbox). Rows within
-// a file always run one after another. The sandbox suite runs under LILYPAD_SANDBOX_RUNTIME when
+// LILYPAD_FAULT_CONCURRENCY files at a time (default 2 for lifecycle, 1 for sandbox), those marked
+// `// fault-suite: first` (the longest) starting first. Rows within a file always run one after
+// another. The sandbox suite runs under LILYPAD_SANDBOX_RUNTIME when
 // it is set, and its table says which runtime.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -27,7 +28,10 @@ if (files.length === 0) {
   console.error(`no fault tests in ${dir}`);
   process.exit(1);
 }
-const alone = (f) => /^\/\/ fault-suite: alone$/m.test(readFileSync(path.join(root, f), 'utf8'));
+const marked = (f, mark) => new RegExp(`^// fault-suite: ${mark}$`, 'm').test(readFileSync(path.join(root, f), 'utf8'));
+const alone = (f) => marked(f, 'alone');
+// The longest file starts first, so that the short ones fill the other slots beside it.
+files.sort((a, b) => Number(marked(b, 'first')) - Number(marked(a, 'first')));
 const concurrency = Number(process.env.LILYPAD_FAULT_CONCURRENCY ?? (suite === 'lifecycle' ? 2 : 1));
 if (!Number.isInteger(concurrency) || concurrency < 1) {
   console.error(`LILYPAD_FAULT_CONCURRENCY=${process.env.LILYPAD_FAULT_CONCURRENCY} is not a whole number of files (1 or more)`);

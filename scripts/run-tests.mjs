@@ -6,7 +6,7 @@ import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-// The slowest suites go first: files start in this order, three at a time, so a long end-to-end
+// The slowest suites go first: files start in this order, four at a time, so a long end-to-end
 // file started last would run on alone at the end while the quick unit files could have filled in.
 const suites = process.argv.slice(2).length ? process.argv.slice(2) : ['e2e', 'integration', 'unit'];
 const files = [];
@@ -36,7 +36,7 @@ if (files.length === 0) {
 }
 const res = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=600000', '--test-concurrency=3', ...files],
+  ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=600000', '--test-concurrency=4', ...files],
   { cwd: root, stdio: 'inherit', env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' } },
 );
 process.exit(res.status ?? 1);

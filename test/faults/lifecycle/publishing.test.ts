@@ -2,6 +2,7 @@
  * Publishing under faults and hostile issue authors, end to end: the real `lilypad start` against
  * the GitHub stand-in (short-lived tokens) and the scripted model server.
  */
+// fault-suite: first
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
