@@ -288,23 +288,12 @@ export class Sandbox {
   /** Copies a host directory in as the repository (owned by the container user). */
   async copyIn(hostDir: string): Promise<void> {
     this.requireAlive();
+    const { uid, gid } = this.requireIdentity();
     const name = path.posix.basename(this.options.workdir).replace(/[,\\&]/g, '\\$&');
-    const tar = spawn(
-      'tar',
-      ['-C', hostDir, '-cf', '-', `--owner=${this.requireIdentity().uid}`, `--group=${this.requireIdentity().gid}`, '--numeric-owner', `--transform=s,^\\.,${name},S`, '.'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+    const args = [`--owner=${uid}`, `--group=${gid}`, '--numeric-owner', `--transform=s,^\\.,${name},S`];
+    await this.streamTar(hostDir, args, (tar) =>
+      withDeadline(this.container.putArchive(tar, { path: path.posix.dirname(this.options.workdir) }), 600_000, 'copying the repository into the sandbox'),
     );
-    let stderr = '';
-    tar.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<number>((resolve) => tar.on('close', (code) => resolve(code ?? -1)));
-    try {
-      await withDeadline(this.container.putArchive(tar.stdout, { path: path.posix.dirname(this.options.workdir) }), 600_000, 'copying the repository into the sandbox');
-    } catch (err) {
-      tar.kill();
-      throw new SandboxError(`copying the repository into the sandbox failed: ${(err as Error).message}`, { cause: err });
-    }
-    const code = await exited;
-    if (code !== 0) throw new SandboxError(`tar of ${hostDir} failed (exit ${code}): ${stderr.trim()}`);
   }
 
   /**
@@ -316,27 +305,35 @@ export class Sandbox {
   async copyInFromInside(hostDir: string): Promise<void> {
     this.requireAlive();
     const identity = this.requireIdentity();
-    const tar = spawn('tar', ['-C', hostDir, '-cf', '-', '.'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stderr = '';
-    tar.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<number>((resolve) => tar.on('close', (code) => resolve(code ?? -1)));
-    let res;
-    try {
-      res = await execOnce(this.container, {
+    const res = await this.streamTar(hostDir, [], (tar) =>
+      execOnce(this.container, {
         argv: [identity.python, '-c', EXTRACT_SCRIPT, this.options.workdir],
         user: `${identity.uid}:${identity.gid}`,
         // Read from at once: Node drains and drops a child's unread output when the child exits.
-        input: tar.stdout.pipe(new PassThrough()),
+        input: tar.pipe(new PassThrough()),
         timeoutMs: 600_000,
         maxBytes: 4096,
-      });
+      }),
+    );
+    if (res.exitCode !== 0) throw new SandboxError(`copying the repository into the sandbox failed (exit ${res.exitCode}): ${res.stderr.toString('utf8').trim().slice(-300)}`);
+  }
+
+  /** A tar of `hostDir` (with `args`) handed to `into`; a failure of either side is a SandboxError. */
+  private async streamTar<T>(hostDir: string, args: string[], into: (tar: NodeJS.ReadableStream) => Promise<T>): Promise<T> {
+    const tar = spawn('tar', ['-C', hostDir, '-cf', '-', ...args, '.'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    tar.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number>((resolve) => tar.on('close', (code) => resolve(code ?? -1)));
+    let result: T;
+    try {
+      result = await into(tar.stdout);
     } catch (err) {
       tar.kill();
       throw new SandboxError(`copying the repository into the sandbox failed: ${(err as Error).message}`, { cause: err });
     }
     const code = await exited;
     if (code !== 0) throw new SandboxError(`tar of ${hostDir} failed (exit ${code}): ${stderr.trim()}`);
-    if (res.exitCode !== 0) throw new SandboxError(`copying the repository into the sandbox failed (exit ${res.exitCode}): ${res.stderr.toString('utf8').trim().slice(-300)}`);
+    return result;
   }
 
   /**
