@@ -43,15 +43,7 @@ const runFiles = (group, n) =>
   group.length === 0
     ? 0
     : (spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=900000', `--test-concurrency=${n}`, ...group], { cwd: root, stdio: 'inherit', env }).status ?? 1);
-// LILYPAD_FAULT_GROUP=shared runs only the files that share the machine, =alone only the others
-// (CI runs other work beside the first group); unset, both, the shared ones first.
-const group = process.env.LILYPAD_FAULT_GROUP ?? 'all';
-if (!['all', 'shared', 'alone'].includes(group)) {
-  console.error(`LILYPAD_FAULT_GROUP=${group} is not one of all, shared, alone`);
-  process.exit(2);
-}
-const shared = group === 'alone' ? 0 : runFiles(files.filter((f) => !alone(f)), concurrency);
-const status = Math.max(shared, group === 'shared' ? 0 : runFiles(files.filter(alone), 1));
+const status = Math.max(runFiles(files.filter((f) => !alone(f)), concurrency), runFiles(files.filter(alone), 1));
 const rows = readdirSync(rowsDir).flatMap((n) => JSON.parse(readFileSync(path.join(rowsDir, n), 'utf8')));
 rmSync(rowsDir, { recursive: true, force: true });
 const cell = (s) => String(s).replace(/\|/g, '\\|').replace(/\s*\n\s*/g, ' ');
@@ -62,7 +54,6 @@ const lines = [
 ];
 const table = lines.join('\n');
 const runtime = suite === 'sandbox' ? ` (sandbox runtime: ${process.env.LILYPAD_SANDBOX_RUNTIME?.trim() || "the engine's default"})` : '';
-const part = { all: '', shared: ', the files that share the machine', alone: ', the files that run alone' }[group];
-console.log(`\n${suite} fault suite${runtime}${part}: ${rows.filter((r) => r.pass).length} of ${rows.length} hold\n\n${table}\n`);
+console.log(`\n${suite} fault suite${runtime}: ${rows.filter((r) => r.pass).length} of ${rows.length} hold\n\n${table}\n`);
 if (flag === '--markdown' && out) writeFileSync(out, `${table}\n`);
 process.exit(status);
