@@ -87,7 +87,7 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
           throw new UsageError(`cannot reach the Docker engine (${err.message}). A worker starts sandboxes through it: start it, or point DOCKER_HOST at it.`);
         });
     }
-    const github = new GitHubApp({ appId: creds.appId, privateKey: creds.privateKey, secret: creds.secret, endpoints: githubEndpoints(env), log: logger });
+    const github = new GitHubApp({ appId: creds.appId, privateKey: creds.privateKey, secret: creds.secret, endpoints: githubEndpoints(env), log: logger, writeSpacingMs: env.LILYPAD_GITHUB_WRITE_SPACING_MS });
     if (role === 'start' || role === 'worker') {
       const worker = await startWorker({ env, redisUrl: redis.url, github, docker: createDockerClient(), logger });
       stops.unshift(() => worker.close());

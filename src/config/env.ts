@@ -86,6 +86,8 @@ export const envSchema = z.object({
   LILYPAD_JOB_RETRY_DELAY_MS: positiveInt(30_000),
   LILYPAD_JOB_LOCK_SECONDS: positiveInt(60),
   LILYPAD_RECONCILE_SECONDS: z.coerce.number().int().min(0).default(600),
+  // GitHub asks for a second between writes (src/github/write-pacing.ts); tests against the stand-in shorten it.
+  LILYPAD_GITHUB_WRITE_SPACING_MS: z.coerce.number().int().min(0, 'must be 0 or more milliseconds').default(1000),
 
   // Run pages (sign-in with the GitHub App's own OAuth client) and Prometheus metrics.
   GITHUB_CLIENT_ID: optionalText,
@@ -117,6 +119,7 @@ const HINTS: Record<string, string> = {
   GHE_PROTOCOL: 'use https (or http for a local test server)',
   LILYPAD_PUBLIC_URL: 'the address people open the run pages at, e.g. LILYPAD_PUBLIC_URL=https://lilypad.example.com',
   LILYPAD_ENV_CACHE_GB: 'the disk kept environments may use, in GB (e.g. LILYPAD_ENV_CACHE_GB=20); 0 turns keeping them off',
+  LILYPAD_GITHUB_WRITE_SPACING_MS: 'milliseconds between two writes to GitHub; leave it unset for the 1000 GitHub asks for',
   LILYPAD_METRICS_PORT: 'a free TCP port for this process\'s /metrics, e.g. LILYPAD_METRICS_PORT=9464',
 };
 

@@ -5,6 +5,7 @@ import { Probot, ProbotOctokit } from 'probot';
 import type { Logger } from '../observability/logger.ts';
 import { abortWithoutRetry } from './abort-without-retry.ts';
 import type { InstallationClient } from './client.ts';
+import { writePacing, type WritePacing } from './write-pacing.ts';
 
 export interface GitHubEndpoints {
   /** REST base, e.g. https://api.github.com or https://ghe.example.com/api/v3 */
@@ -26,6 +27,7 @@ export class RepoToken {
     value: string,
     readonly expiresAt: string,
     private readonly apiUrl: string,
+    private readonly pacing: WritePacing = writePacing(),
   ) {
     this.#value = value;
   }
@@ -47,6 +49,8 @@ export class RepoToken {
       baseUrl: this.apiUrl,
       log: quietLog,
       throttle: {
+        write: this.pacing.write,
+        notifications: this.pacing.notifications,
         onRateLimit: (_after: number, _options: object, _octokit: unknown, retryCount: number) => retryCount < 2,
         onSecondaryRateLimit: (_after: number, _options: object, _octokit: unknown, retryCount: number) => retryCount < 2,
       },
@@ -100,11 +104,21 @@ const JOB_PERMISSIONS = { contents: 'write', pull_requests: 'write', issues: 'wr
 /** The app's identity with GitHub: app JWT, installation clients, per-repository tokens. */
 export class GitHubApp {
   readonly probot: Probot;
+  private readonly pacing: WritePacing;
   private identity: Promise<{ slug: string; id: number; botUserId: number | null }> | undefined;
 
   constructor(
-    readonly opts: { appId: number; privateKey: string; secret?: string | undefined; endpoints: GitHubEndpoints; log: Logger },
+    readonly opts: {
+      appId: number;
+      privateKey: string;
+      secret?: string | undefined;
+      endpoints: GitHubEndpoints;
+      log: Logger;
+      /** Milliseconds between two writes to GitHub, for every client of this app (LILYPAD_GITHUB_WRITE_SPACING_MS). */
+      writeSpacingMs?: number | undefined;
+    },
   ) {
+    this.pacing = writePacing(opts.writeSpacingMs);
     this.probot = new Probot({
       appId: opts.appId,
       privateKey: opts.privateKey,
@@ -128,6 +142,8 @@ export class GitHubApp {
       baseUrl: this.opts.endpoints.apiUrl,
       log: quietLog,
       auth: { appId: this.opts.appId, privateKey: this.opts.privateKey, installationId, cache: this.tokenCache, request },
+      // Probot's own rate-limit handlers retry every time; the types want them spelled out here.
+      throttle: { write: this.pacing.write, notifications: this.pacing.notifications, onRateLimit: () => true, onSecondaryRateLimit: () => true },
     });
   }
 
@@ -141,7 +157,7 @@ export class GitHubApp {
       repositories: [repo],
       permissions: JOB_PERMISSIONS,
     });
-    return new RepoToken(res.data.token, res.data.expires_at, this.opts.endpoints.apiUrl);
+    return new RepoToken(res.data.token, res.data.expires_at, this.opts.endpoints.apiUrl, this.pacing);
   }
 
   /** The login of the app's bot user, `<slug>[bot]`: the author of its comments. */

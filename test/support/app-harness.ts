@@ -99,6 +99,8 @@ export async function startApp(opts: StartAppOptions): Promise<AppHarness> {
       LILYPAD_MODEL_RETRY_BASE_MS: '5',
       LILYPAD_JOB_RETRY_DELAY_MS: '300',
       LILYPAD_RECONCILE_SECONDS: '0',
+      // The stand-in is not GitHub: no second between writes (three before a comment) to wait out.
+      LILYPAD_GITHUB_WRITE_SPACING_MS: '20',
       LILYPAD_WORKER_ID: prefix,
       LOG_LEVEL: 'info',
       ...opts.env,

@@ -1,0 +1,71 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { RepoToken } from '../../src/github/app-auth.ts';
+import { loadEnv } from '../../src/config/env.ts';
+import { writePacing } from '../../src/github/write-pacing.ts';
+
+// Lilypad spaces its writes to GitHub as GitHub asks (a second apart, three before a request that
+// notifies people), for every client of the process at once; LILYPAD_GITHUB_WRITE_SPACING_MS sets
+// the spacing, and only tests against the stand-in shorten it.
+describe('GitHub write pacing', () => {
+  let server: http.Server;
+  let arrivals: { at: number; method: string; path: string }[] = [];
+  let apiUrl = '';
+  before(async () => {
+    server = http.createServer((req, res) => {
+      arrivals.push({ at: Date.now(), method: req.method ?? '', path: req.url ?? '' });
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(() => server.close());
+
+  const client = (spacingMs?: number) => new RepoToken('t0ken', new Date(Date.now() + 3_600_000).toISOString(), apiUrl, writePacing(spacingMs)).rest();
+  // The queue spaces the starts of requests; their arrival here varies by a few tens of milliseconds.
+  const SLACK = 150;
+  const gaps = () => arrivals.slice(1).map((a, i) => a.at - arrivals[i]!.at);
+  /** Label writes: a write that notifies nobody. */
+  const label = (c: ReturnType<typeof client>, n: number) => c.request('POST /repos/{owner}/{repo}/issues/{issue_number}/labels', { owner: 'o', repo: 'r', issue_number: n, labels: ['x'] });
+
+  test('by default, writes are a second apart, even from two clients at once', async () => {
+    arrivals = [];
+    const [a, b] = [client(), client()];
+    await Promise.all([label(a, 1), label(b, 2), label(a, 3)]);
+    assert.equal(arrivals.length, 3);
+    for (const gap of gaps()) assert.ok(gap >= 1000 - SLACK, `writes ${gaps().join(', ')} ms apart; GitHub asks for a second`);
+  });
+
+  test('a shorter spacing is kept, and requests that notify people wait three times as long', async () => {
+    arrivals = [];
+    const c = client(150);
+    await Promise.all([label(c, 1), label(c, 2), label(c, 3)]);
+    for (const gap of gaps()) assert.ok(gap >= 150 - SLACK / 2 && gap < 900, `label writes ${gaps().join(', ')} ms apart with a 150 ms spacing`);
+
+    arrivals = [];
+    const comment = (n: number) => c.request('POST /repos/{owner}/{repo}/issues/{issue_number}/comments', { owner: 'o', repo: 'r', issue_number: n, body: 'hi' });
+    await Promise.all([comment(1), comment(2)]);
+    const [gap] = gaps();
+    assert.ok(gap! >= 450 - SLACK && gap! < 1500, `comments ${gap} ms apart with a 150 ms spacing (450 ms for a notification)`);
+  });
+
+  test('reads are not paced', async () => {
+    arrivals = [];
+    const c = client();
+    await Promise.all([1, 2, 3].map((n) => c.request('GET /repos/{owner}/{repo}/pulls/{pull_number}', { owner: 'o', repo: 'r', pull_number: n })));
+    for (const gap of gaps()) assert.ok(gap < 500, `reads ${gaps().join(', ')} ms apart`);
+  });
+
+  test('the setting: 1000 unless set, a whole number of milliseconds, 0 or more', () => {
+    assert.equal(loadEnv({}).LILYPAD_GITHUB_WRITE_SPACING_MS, 1000);
+    assert.equal(loadEnv({ LILYPAD_GITHUB_WRITE_SPACING_MS: '20' }).LILYPAD_GITHUB_WRITE_SPACING_MS, 20);
+    assert.throws(() => loadEnv({ LILYPAD_GITHUB_WRITE_SPACING_MS: '-5' }), /LILYPAD_GITHUB_WRITE_SPACING_MS="-5": must be 0 or more milliseconds; .*1000 GitHub asks for/);
+    assert.throws(() => writePacing(-1), /0 or more/);
+  });
+});
