@@ -161,12 +161,13 @@ interface MachinePlace {
 }
 
 /**
- * Every instance keeps a heartbeat; every minute each worker removes what dead instances left on
+ * Every instance keeps a heartbeat; every minute (four heartbeats) each worker removes what dead instances left on
  * its machine (sandboxes, proxies, setup networks, temp dirs), whatever their host name was.
  */
 async function occupyMachine(opts: WorkerOptions, redis: Redis, instance: string, installation: string): Promise<MachinePlace> {
   const prefix = opts.env.LILYPAD_QUEUE_PREFIX;
-  const heartbeat = startHeartbeat(redis, prefix, instance, opts.logger, installation);
+  const heartbeatMs = opts.env.LILYPAD_HEARTBEAT_SECONDS * 1000;
+  const heartbeat = startHeartbeat(redis, prefix, instance, opts.logger, installation, heartbeatMs);
   const tmpRoot = path.join(opts.env.LILYPAD_DATA_DIR, 'tmp');
   const tmpDir = path.join(tmpRoot, instance);
   await mkdir(tmpDir, { recursive: true });
@@ -174,7 +175,7 @@ async function occupyMachine(opts: WorkerOptions, redis: Redis, instance: string
   // Workspaces are made with mkdtemp(os.tmpdir()): keep them where the sweep can find them.
   process.env['TMPDIR'] = tmpDir;
   const liveRuns = new Set<string>();
-  const stopSweeps = startSweeps({ docker: opts.docker, redis, scope: { prefix, installation }, tmpRoot, instance, liveRuns, logger: opts.logger });
+  const stopSweeps = startSweeps({ docker: opts.docker, redis, scope: { prefix, installation }, tmpRoot, instance, liveRuns, logger: opts.logger, heartbeatMs });
   return {
     liveRuns,
     stopSweeps,

@@ -18,7 +18,8 @@ import { LABEL_INSTALLATION, LABEL_INSTANCE, LABEL_JOB } from './worker-labels.t
 
 /** The marker in an instance's temp dir naming its installation (the sweep reads it). */
 const INSTALLATION_MARKER = '.lilypad-installation';
-const SWEEP_EVERY_MS = 60_000;
+/** Sweeps come every four heartbeats (a minute by default): a dead instance's beat has expired by the next one. */
+const SWEEP_EVERY_BEATS = 4;
 
 /** Marks an instance's temp dir as this installation's, so that only its sweeps remove it. */
 export async function markInstanceDir(dir: string, installation: string): Promise<void> {
@@ -143,20 +144,24 @@ export interface SweepsOptions {
   /** The jobs this instance is running now: sandboxes and networks of its other jobs are leftovers. */
   liveRuns: ReadonlySet<string>;
   logger: Pick<Logger, 'warn'>;
+  /** How often instances beat (LILYPAD_HEARTBEAT_SECONDS): the sweep's schedule and its wait before calling one dead follow it. */
+  heartbeatMs?: number;
 }
 
 /**
- * Every minute (and once now): what dead instances of this installation left on this machine, then
+ * Every four heartbeats, a minute by default (and once now): what dead instances of this installation left on this machine, then
  * this instance's own leftovers. A sweep still running when the next is due is not doubled.
  * Returns the function that stops the schedule.
  */
 export function startSweeps(opts: SweepsOptions): () => void {
-  const { docker, redis, scope, tmpRoot, instance, liveRuns, logger } = opts;
+  const { docker, redis, scope, tmpRoot, instance, liveRuns, logger, heartbeatMs = HEARTBEAT_EVERY_MS } = opts;
+  // A silent instance is dead only after a full beat and a third more (20 s by default).
+  const confirmMs = Math.round((heartbeatMs * 4) / 3);
   let sweeping = false;
   const sweep = async () => {
     if (sweeping) return;
     sweeping = true;
-    const done = await sweepDeadInstances(docker, redis, scope, tmpRoot, instance)
+    const done = await sweepDeadInstances(docker, redis, scope, tmpRoot, instance, confirmMs)
       .catch((err: Error) => {
         logger.warn({ err: err.message }, 'sweep failed');
         return null;
@@ -170,7 +175,7 @@ export function startSweeps(opts: SweepsOptions): () => void {
     if (own && own.containers + own.networks > 0) logger.warn(own, 'removed sandboxes and networks of runs that had ended without removing them');
   };
   void sweep();
-  const timer = setInterval(() => void sweep(), SWEEP_EVERY_MS);
+  const timer = setInterval(() => void sweep(), heartbeatMs * SWEEP_EVERY_BEATS);
   timer.unref();
   return () => clearInterval(timer);
 }

@@ -86,6 +86,8 @@ export const envSchema = z.object({
   LILYPAD_JOB_RETRY_DELAY_MS: positiveInt(30_000),
   LILYPAD_JOB_LOCK_SECONDS: positiveInt(60),
   LILYPAD_RECONCILE_SECONDS: z.coerce.number().int().min(0).default(600),
+  // A worker's heartbeat; dead instances' leftovers are swept every four beats (src/cli/worker-sweeps.ts).
+  LILYPAD_HEARTBEAT_SECONDS: positiveInt(15),
   // GitHub asks for a second between writes (src/github/write-pacing.ts); tests against the stand-in shorten it.
   LILYPAD_GITHUB_WRITE_SPACING_MS: z.coerce.number().int().min(0, 'must be 0 or more milliseconds').default(1000),
 

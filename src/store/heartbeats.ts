@@ -5,27 +5,27 @@ import { keys } from './keys.ts';
 
 /**
  * A worker instance is alive while its heartbeat key exists; it is refreshed far more often than it
- * expires. The value is the time of the last beat (for a human reading Redis); only its presence is
- * read.
+ * expires (every LILYPAD_HEARTBEAT_SECONDS, default 15; it expires after three times that). The
+ * value is the time of the last beat (for a human reading Redis); only its presence is read.
  */
-const TTL_MS = 45_000;
 export const HEARTBEAT_EVERY_MS = 15_000;
+const TTL_BEATS = 3;
 
 /**
  * Keeps this instance's heartbeat in Redis until stopped. With `installation`, each beat also
  * writes the installation id back if Redis lost it, so that the workers still running keep it.
  */
-export function startHeartbeat(redis: Redis, prefix: string, instance: string, logger: WarnLogger, installation?: string): { stop(): Promise<void> } {
+export function startHeartbeat(redis: Redis, prefix: string, instance: string, logger: WarnLogger, installation?: string, everyMs = HEARTBEAT_EVERY_MS): { stop(): Promise<void> } {
   const beat = async () => {
     try {
-      await redis.set(keys.heartbeat(prefix, instance), String(Date.now()), 'PX', TTL_MS);
+      await redis.set(keys.heartbeat(prefix, instance), String(Date.now()), 'PX', everyMs * TTL_BEATS);
       if (installation !== undefined) await keepInstallationId(redis, prefix, installation);
     } catch (err) {
       logger.warn({ err: (err as Error).message }, 'heartbeat failed');
     }
   };
   void beat();
-  const timer = setInterval(() => void beat(), HEARTBEAT_EVERY_MS);
+  const timer = setInterval(() => void beat(), everyMs);
   timer.unref();
   return {
     async stop() {

@@ -133,7 +133,9 @@ export async function startApp(opts: StartAppOptions): Promise<AppHarness> {
     logs: () => output,
     send: (event, payload, deliveryId) => gh.sendWebhook(webhookUrl, event, payload, deliveryId ? { deliveryId } : {}),
     async stop(signal = 'SIGTERM') {
-      if (proc.exitCode === null) {
+      // A process killed by a signal has a null exitCode and its signalCode set: it is not running,
+      // and waiting for its 'exit' (already emitted) would sit out the whole 60 s below.
+      if (proc.exitCode === null && proc.signalCode === null) {
         const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
         proc.kill(signal);
         let timer: NodeJS.Timeout | undefined;

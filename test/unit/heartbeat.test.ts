@@ -6,7 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 
-import { markInstanceDir, sweepDeadInstances } from '../../src/cli/worker-sweeps.ts';
+import { markInstanceDir, startSweeps, sweepDeadInstances } from '../../src/cli/worker-sweeps.ts';
+import { loadEnv } from '../../src/config/env.ts';
 import { isAlive, startHeartbeat } from '../../src/store/heartbeats.ts';
 import { createDockerClient } from '../../src/sandbox/sandbox.ts';
 import { freePort, waitFor } from '../support/app-harness.ts';
@@ -30,6 +31,11 @@ after(async () => {
   }
   redis.disconnect();
 });
+
+async function mkdirp(dir: string): Promise<string> {
+  await mkdir(dir, { recursive: true });
+  return dir;
+}
 
 function uniquePrefix(): string {
   const prefix = `lilypad-test:heartbeat:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -60,6 +66,24 @@ describe('heartbeat', () => {
     await hb.stop();
     assert.equal(await isAlive(redis, prefix, 'worker-a'), false);
     assert.deepEqual(warnings, []);
+  });
+
+  test('LILYPAD_HEARTBEAT_SECONDS: beats that often, expires three beats after the last (15 s and 45 s unless set)', async () => {
+    assert.equal(loadEnv({}).LILYPAD_HEARTBEAT_SECONDS, 15);
+    assert.throws(() => loadEnv({ LILYPAD_HEARTBEAT_SECONDS: '0' }), /LILYPAD_HEARTBEAT_SECONDS="0"/);
+    const prefix = uniquePrefix();
+    const { logger } = recordingLogger();
+    const hb = startHeartbeat(redis, prefix, 'worker-d', logger, undefined, 200);
+    try {
+      await waitFor(() => isAlive(redis, prefix, 'worker-d'), 'the first beat', 5000);
+      const ttl = await redis.pttl(`${prefix}:heartbeat:worker-d`);
+      assert.ok(ttl > 0 && ttl <= 600, `expiry ${ttl} ms for a 200 ms beat`);
+      // Still alive after several expiries' worth of time: the beats keep it.
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.equal(await isAlive(redis, prefix, 'worker-d'), true);
+    } finally {
+      await hb.stop();
+    }
   });
 
   test('liveness is the key existing, whatever its value: nothing in it is read', async () => {
@@ -111,6 +135,31 @@ describe('sweepDeadInstances', () => {
       assert.deepEqual(summary, { instances: [dead], containers: 0, networks: 0, tmpDirs: 1 });
       assert.deepEqual((await readdir(root)).sort(), [foreign, live, self, unmarked].sort());
     } finally {
+      await hb.stop();
+    }
+  });
+
+  test("the sweep schedule follows the heartbeat: with 300 ms beats a dead instance's temp dir goes within seconds, a live one's stays", async () => {
+    const prefix = uniquePrefix();
+    const root = path.join(tmpRoot, 'schedule');
+    const tag = randomBytes(4).toString('hex');
+    const [self, live, dead] = [`self-${tag}`, `live-${tag}`, `dead-${tag}`];
+    for (const dir of [self, live]) await markInstanceDir(await mkdirp(path.join(root, dir)), INSTALLATION);
+    const { logger } = recordingLogger();
+    const hb = startHeartbeat(redis, prefix, live, logger, undefined, 300);
+    await waitFor(() => isAlive(redis, prefix, live), 'the live heartbeat', 5000);
+    // The first sweep runs at once and finds nothing; the dead instance's dir appears after it.
+    const stop = startSweeps({ docker: createDockerClient(), redis, scope: { prefix, installation: INSTALLATION }, tmpRoot: root, instance: self, liveRuns: new Set(), logger, heartbeatMs: 300 });
+    try {
+      await new Promise((r) => setTimeout(r, 200));
+      await markInstanceDir(await mkdirp(path.join(root, dead)), INSTALLATION);
+      const t0 = Date.now();
+      // Next sweep within 4 beats (1.2 s), then 400 ms to confirm; the default schedule would take a minute.
+      await waitFor(async () => !(await readdir(root)).includes(dead), 'the dead instance to be swept', 10_000);
+      assert.ok(Date.now() - t0 < 5000, `swept after ${Date.now() - t0} ms`);
+      assert.deepEqual((await readdir(root)).sort(), [live, self].sort());
+    } finally {
+      stop();
       await hb.stop();
     }
   });

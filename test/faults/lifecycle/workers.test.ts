@@ -25,8 +25,14 @@ const extra: AppHarness[] = [];
 const status = (n: number) => gh.comments(OWNER, 'calc', n).find((c) => c.body.startsWith('<!-- lilypad:status -->'))?.body ?? '';
 const prsFor = (n: number) => gh.pulls(OWNER, 'calc').filter((p) => p.head.ref.startsWith(`lilypad/issue-${n}`));
 const containersOf = async (prefix: string) => (await docker.listContainers({ all: true, filters: { label: [`dev.lilypad.prefix=${prefix}`, 'dev.lilypad.run'] } })).length;
+/**
+ * Scaled: a job lock of 6 s instead of 60 s (a killed worker's job comes back once its lock has
+ * lapsed and the stalled check, every half lock, sees it) and a heartbeat of 3 s instead of 15 s
+ * (a dead instance's leftovers are swept every four beats, after its beat has expired).
+ */
+const SCALED = { LILYPAD_JOB_LOCK_SECONDS: '6', LILYPAD_HEARTBEAT_SECONDS: '3' };
 const worker = async (id: string, env: Record<string, string> = {}) => {
-  const w = await startApp({ book, role: 'worker', share: { gh, model: web.model, prefix: web.prefix }, env: { LILYPAD_WORKER_ID: id, ...env } });
+  const w = await startApp({ book, role: 'worker', share: { gh, model: web.model, prefix: web.prefix }, env: { LILYPAD_WORKER_ID: id, ...SCALED, ...env } });
   extra.push(w);
   return w;
 };
@@ -65,12 +71,13 @@ faultTest(
     // Same data dir, another host name: the sweep must find the dead instance by its heartbeat.
     await worker('host-b', { LILYPAD_DATA_DIR: first.dataDir });
     await waitFor(() => /Done/.test(status(n)), 'the job to finish on the new worker', 240_000);
+    const prAfter = Math.round((Date.now() - started) / 1000);
     const tmpDirs = () => (existsSync(deadTmp) ? readdirSync(deadTmp).length : 0);
     await waitFor(async () => (await containersOf(web.prefix)) === 0 && tmpDirs() === 1, 'the dead sandbox and temp dir to be swept', 150_000);
     const tmpLeft = tmpDirs();
     const prs = prsFor(n).length;
     return {
-      observed: `${left} sandbox left by the killed worker; PR after ${Math.round((Date.now() - started) / 1000)} s; ${prs} pull request(s); sandboxes left: 0; temp dirs left: ${tmpLeft - 1} besides the live worker's`,
+      observed: `${left} sandbox left by the killed worker; PR after ${prAfter} s, swept after ${Math.round((Date.now() - started) / 1000)} s (lock ${SCALED.LILYPAD_JOB_LOCK_SECONDS} s, heartbeat ${SCALED.LILYPAD_HEARTBEAT_SECONDS} s); ${prs} pull request(s); sandboxes left: 0; temp dirs left: ${tmpLeft - 1} besides the live worker's`,
       pass: prs === 1 && tmpLeft === 1,
     };
   },
