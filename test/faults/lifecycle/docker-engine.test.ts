@@ -87,7 +87,9 @@ function isRunning(pid: number): boolean {
 before(async () => {
   gh = await startGitHubStandin({ appSlug: 'lilypad' });
   // Retries come quickly here (the default first wait is 30 s); the engine must be back by then.
-  app = await startApp({ book, share: { gh }, env: { LILYPAD_JOB_RETRY_DELAY_MS: '3000' } });
+  // A 3 s heartbeat: the worker's own sweep, which removes the stopped sandbox, comes every 12 s
+  // instead of every minute.
+  app = await startApp({ book, share: { gh }, env: { LILYPAD_JOB_RETRY_DELAY_MS: '3000', LILYPAD_HEARTBEAT_SECONDS: '3' } });
   gh.createInstallation({ login: OWNER, type: 'Organization' });
   gh.createUser('alice');
   gh.createRepo(OWNER, 'calc', { files: { ...CALC_REPO, '.github/lilypad.yml': 'test: python3 -m unittest -q\nsetup:\n  - "true"\n' } });
@@ -115,7 +117,7 @@ faultTest(
     engineRestarted();
     await waitFor(() => /Done|Failed/.test(status(n)), `the job to finish (status: ${status(n).slice(0, 300)})`, 300_000);
     const retried = gh.comments(OWNER, 'calc', n).some((c) => c.edits.some((h) => /Retrying after an infrastructure problem/.test(h)));
-    // The stopped sandbox of the first attempt goes at the next sweep (every minute).
+    // The stopped sandbox of the first attempt goes at the next sweep (every four heartbeats: 12 s here).
     await waitFor(async () => (await sandboxesOf(app.prefix)) === 0, 'no sandbox left', 150_000).catch(() => undefined);
     const left = await sandboxesOf(app.prefix);
     const prs = gh.pulls(OWNER, 'calc').filter((p) => p.head.ref.startsWith(`lilypad/issue-${n}`)).length;
