@@ -75,7 +75,7 @@ before(async () => {
   queue = new Queue<RunJob>(RUNS_QUEUE, { connection: queueConnection, prefix });
   const env = loadEnv({ OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', LILYPAD_QUEUE_PREFIX: prefix, LOG_LEVEL: 'silent' });
   const logger = createLogger({ level: 'silent' });
-  const github = new GitHubApp({ appId: gh.appId, privateKey: gh.privateKeyPem, endpoints: { apiUrl: gh.apiUrl }, log: logger });
+  const github = new GitHubApp({ appId: gh.appId, privateKey: gh.privateKeyPem, endpoints: { apiUrl: gh.apiUrl }, log: logger, writeSpacingMs: 20 }); // the stand-in is not GitHub: no second between writes
   deps = { env, github, runs: bullRunQueue(queue, env), redis, status: new StatusComments(redis, prefix), cancelBus: new CancelBus(redis, prefix, logger), logger };
 });
 
