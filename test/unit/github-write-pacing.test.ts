@@ -2,7 +2,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RepoToken } from '../../src/github/app-auth.ts';
+import { generateKeyPairSync } from 'node:crypto';
+import { GitHubApp, RepoToken } from '../../src/github/app-auth.ts';
+import { createLogger } from '../../src/observability/logger.ts';
 import { loadEnv } from '../../src/config/env.ts';
 import { writePacing } from '../../src/github/write-pacing.ts';
 
@@ -15,11 +17,13 @@ describe('GitHub write pacing', () => {
   let apiUrl = '';
   before(async () => {
     server = http.createServer((req, res) => {
-      arrivals.push({ at: Date.now(), method: req.method ?? '', path: req.url ?? '' });
+      // Token requests answer as GitHub does and are not counted: they are not paced writes.
+      const minting = /\/access_tokens$/.test(req.url ?? '');
+      if (!minting) arrivals.push({ at: Date.now(), method: req.method ?? '', path: req.url ?? '' });
       req.resume();
       req.on('end', () => {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end('{}');
+        res.writeHead(minting ? 201 : 200, { 'content-type': 'application/json' });
+        res.end(minting ? JSON.stringify({ token: 'ghs_test', expires_at: new Date(Date.now() + 3_600_000).toISOString(), permissions: {}, repository_selection: 'selected' }) : '{}');
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -59,6 +63,26 @@ describe('GitHub write pacing', () => {
     await Promise.all([comment(1), comment(2)]);
     ms = lastArrivalAfter(t0);
     assert.ok(ms >= 450 && ms < 2500, `two comments over ${ms} ms with a 150 ms spacing (450 ms before a notification; 3 s by default)`);
+  });
+
+  test("a GitHubApp's installation clients and repository tokens keep the app's spacing (LILYPAD_GITHUB_WRITE_SPACING_MS reaches them)", async () => {
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs1', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+    const app = new GitHubApp({ appId: 1, privateKey, endpoints: { apiUrl }, log: createLogger({ level: 'silent' }), writeSpacingMs: 150 });
+    const installation = await app.installation(7);
+    const token = await app.mintRepoToken(7, 'r');
+    // Four writes each: at least 450 ms apart in all with a 150 ms spacing, 3 s with GitHub's.
+    const fourWrites = async (write: (n: number) => Promise<unknown>) => {
+      arrivals = [];
+      const t0 = Date.now();
+      await Promise.all([1, 2, 3, 4].map(write));
+      assert.equal(arrivals.length, 4);
+      return lastArrivalAfter(t0);
+    };
+    const viaInstallation = await fourWrites((n) => installation.request('POST /repos/{owner}/{repo}/issues/{issue_number}/labels', { owner: 'o', repo: 'r', issue_number: n, labels: ['x'] }));
+    assert.ok(viaInstallation >= 450 && viaInstallation < 2000, `four writes from an installation client over ${viaInstallation} ms with a 150 ms spacing`);
+    const rest = token.rest();
+    const viaToken = await fourWrites((n) => label(rest, n));
+    assert.ok(viaToken >= 450 && viaToken < 2000, `four writes with a repository token over ${viaToken} ms with a 150 ms spacing`);
   });
 
   test('reads are not paced', async () => {
