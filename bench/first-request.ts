@@ -89,7 +89,7 @@ async function once(repo: string, dataDir: string, env: Record<string, string>, 
       tests: {
         before: { outcome: string; counts: Record<string, number> | null } | null;
         after_not_run: string | null;
-        cache: { carried: true; bytes: number; files: number; ms: number } | { carried: false; why: string } | null;
+        cache: { carried: true; bytes: number; files: number; read_ms: number; write_ms: number } | { carried: false; why: string } | null;
       } | null;
     };
     const cache = result.tests?.cache;
@@ -100,7 +100,7 @@ async function once(repo: string, dataDir: string, env: Record<string, string>, 
       setupMs: result.durations_ms['setup'] ?? null,
       baselineMs: result.durations_ms['tests_before'] ?? null,
       afterMs: result.durations_ms['tests_after'] ?? null,
-      cache: !cache ? (result.tests?.after_not_run ? `tests after not run: ${result.tests.after_not_run}` : '–') : cache.carried ? `carried: ${(cache.bytes / 1e6).toFixed(1)} MB, ${cache.files} files, ${s(cache.ms)} s` : `not carried: ${cache.why}`,
+      cache: !cache ? (result.tests?.after_not_run ? `tests after not run: ${result.tests.after_not_run}` : '–') : cache.carried ? `carried: ${(cache.bytes / 1e6).toFixed(1)} MB, ${cache.files} files; read ${s(cache.read_ms)} s beside the agent, written ${s(cache.write_ms)} s after it` : `not carried: ${cache.why}`,
       totalMs: result.durations_ms['total'] ?? 0,
       envCache: result.setup?.env_cache?.result ?? 'none',
       setupOutcome: !result.setup ? 'none inferred' : result.setup.commands.length === 0 ? 'skipped' : result.setup.failed ? `failed: ${result.setup.failed}` : 'passed',

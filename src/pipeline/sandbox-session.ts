@@ -13,7 +13,7 @@ import { moveToHead } from '../workspace/setup-base.ts';
 import { checkoutInKept, prepareEnvironment, type Environment, type LiveSandbox, type SetupReport } from './environment.ts';
 import { gatherEvidence, type EvidenceRuns, type ReproTests } from './evidence-runs.ts';
 import { runTests, snapshotWorktree, type TestRun } from './test-command.ts';
-import { carryTestCache, type TestCacheReport } from './test-cache.ts';
+import { putTestCache, takeTestCache, type TestCacheReport } from './test-cache.ts';
 
 export { SetupError } from './environment.ts';
 
@@ -201,9 +201,9 @@ export function whyNoTestsAfter(patch: ExtractedPatch | null): string | null {
 interface Baseline {
   /** The tests on the untouched code (null: no test command). */
   result(): Promise<TestRun | null>;
-  /** After result(): the test runner's cache carried into `to` (null: none worth carrying), then the baseline's sandbox removed. */
+  /** After result(): the test runner's cache, read out of the baseline's sandbox when it ended, put into `to` (null: none worth carrying). */
   carryCache(to: Sandbox): Promise<TestCacheReport | null>;
-  /** Removes the baseline's own sandbox if it is still there. */
+  /** Removes the baseline's own sandbox if it is still there, and the cache read out of it. */
   stop(): Promise<void>;
 }
 
@@ -216,6 +216,7 @@ function startBaseline(input: SandboxSessionInput, keptImage: string): Baseline 
   const command = input.testCommand;
   if (!command) return null;
   let live: LiveSandbox | null = null;
+  const release = async () => void (await (live as LiveSandbox | null)?.release());
   const run = (async () => {
     live = await checkoutInKept({ ...input, runId: `${input.runId}-baseline` }, keptImage);
     await live.sandbox.takeOver();
@@ -225,15 +226,29 @@ function startBaseline(input: SandboxSessionInput, keptImage: string): Baseline 
   // Known before the agent is done, the outcome still shows as the tests on the untouched code.
   const timed = input.phase('tests_before', () => run);
   timed.catch(() => undefined);
-  const stop = async () => void (await (live as LiveSandbox | null)?.release());
-  const carryCache = async (to: Sandbox) => {
-    const from = (live as LiveSandbox | null)?.sandbox;
-    const ecosystem = input.ecosystem ?? null;
-    const report = from ? await input.phase('test_cache', () => carryTestCache(from, to, ecosystem, input.testCacheMaxBytes)) : null;
-    await stop();
-    return report;
+  // Once they ended, their test cache is read out and their sandbox removed, while the agent works on.
+  const taken = timed
+    .then(
+      () => {
+        const box = (live as LiveSandbox | null)?.sandbox;
+        return box ? input.phase('test_cache_read', () => takeTestCache(box, input.ecosystem ?? null, input.testCacheMaxBytes)) : null;
+      },
+      () => null,
+    )
+    .finally(release)
+    .catch(() => null);
+  return {
+    result: () => timed,
+    carryCache: async (to) => {
+      const t = await taken;
+      return t ? input.phase('test_cache_write', () => putTestCache(t, to)) : null;
+    },
+    stop: async () => {
+      await release();
+      const t = await taken;
+      if (t && 'held' in t) await t.held.dispose();
+    },
   };
-  return { result: () => timed, carryCache, stop };
 }
 
 /** Tests on the untouched code in the agent's sandbox; whatever they created or left running is undone. */

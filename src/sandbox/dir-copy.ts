@@ -6,9 +6,6 @@ import { Transform, type TransformCallback } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import type { Sandbox } from './sandbox.ts';
 
-/** How a directory copy between two sandboxes went. */
-export type DirCopy = { copied: true; bytes: number; files: number } | { copied: false; why: string };
-
 /**
  * Writes a tar of the regular files under argv[1] to stdout, or exits 4 (with the total on stderr)
  * when they hold more than argv[2] bytes, 3 when there is no such directory. Links are neither
@@ -56,40 +53,56 @@ with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as archive:
         os.utime(dest, (m.mtime, m.mtime))
 `;
 
+/** A directory read out of a sandbox into a tar file on the host, until `dispose()`. */
+export interface HeldDir {
+  dir: string;
+  bytes: number;
+  files: number;
+  /** Writes it over the same directory of another sandbox; null when that worked, else why not. */
+  writeInto(to: Sandbox, timeoutMs: number): Promise<string | null>;
+  dispose(): Promise<void>;
+}
+
 /**
- * Copies `dir` of one sandbox over the same directory of another, through a process inside each,
- * run as the agent's user (gVisor does not show a sandbox files the engine wrote behind it), by
- * way of a file on the host. Past `maxBytes` nothing is copied and the answer says why; the host
- * counts what arrives too, so a reader that lies about the size cannot send more.
+ * Reads `dir` of a sandbox out to a file on the host, through a process inside it run as the
+ * agent's user (gVisor does not show the engine files a sandbox wrote, nor a sandbox files the
+ * engine wrote behind it). Past `maxBytes` nothing is kept and the answer says why; the host
+ * counts what arrives too, so a reader that understates the size cannot send more.
  */
-export async function copyDirBetween(from: Sandbox, to: Sandbox, dir: string, opts: { maxBytes: number; timeoutMs: number }): Promise<DirCopy> {
+export async function readDirOut(from: Sandbox, dir: string, opts: { maxBytes: number; timeoutMs: number }): Promise<HeldDir | { why: string }> {
   const tmp = await mkdtemp(path.join(os.tmpdir(), 'lilypad-dir-copy-'));
+  const dispose = () => rm(tmp, { recursive: true, force: true });
   try {
     const file = path.join(tmp, 'dir.tar');
-    const read = await readOut(from, dir, file, opts);
-    if (!read.copied) return read;
-    const res = await to.pythonAsAgent(WRITE_SCRIPT, [dir], { input: createReadStream(file), timeoutMs: opts.timeoutMs });
-    if (res.exitCode !== 0) return { copied: false, why: `writing it failed (exit ${res.exitCode}): ${res.stderr.trim().slice(-200)}` };
-    return read;
-  } finally {
-    await rm(tmp, { recursive: true, force: true });
+    const read = await readInto(from, dir, file, opts);
+    if ('why' in read) {
+      await dispose();
+      return read;
+    }
+    const writeInto = async (to: Sandbox, timeoutMs: number) => {
+      const res = await to.pythonAsAgent(WRITE_SCRIPT, [dir], { input: createReadStream(file), timeoutMs });
+      return res.exitCode === 0 ? null : `writing it failed (exit ${res.exitCode}): ${res.stderr.trim().slice(-200)}`;
+    };
+    return { dir, ...read, writeInto, dispose };
+  } catch (err) {
+    await dispose();
+    throw err;
   }
 }
 
-async function readOut(from: Sandbox, dir: string, file: string, opts: { maxBytes: number; timeoutMs: number }): Promise<DirCopy> {
+async function readInto(from: Sandbox, dir: string, file: string, opts: { maxBytes: number; timeoutMs: number }): Promise<{ bytes: number; files: number } | { why: string }> {
   const sink = createWriteStream(file);
   // The host's own bound, whatever the reader says: the cap twice over leaves room for the headers.
   const counter = new CappedCounter(2 * opts.maxBytes + 1024 * 1024);
   counter.pipe(sink);
-  const res = await from.pythonAsAgent(READ_SCRIPT, [dir, String(opts.maxBytes)], { output: counter, timeoutMs: opts.timeoutMs });
-  counter.end();
+  const res = await from.pythonAsAgent(READ_SCRIPT, [dir, String(opts.maxBytes)], { output: counter, timeoutMs: opts.timeoutMs }).finally(() => counter.end());
   await finished(sink);
   const said = /^(\d+) bytes in (\d+) files$/.exec(res.stderr.trim());
-  if (res.exitCode === 3) return { copied: false, why: `there is no ${dir}` };
-  if (res.exitCode === 4 && said) return { copied: false, why: `it holds ${said[1]} bytes in ${said[2]} files, over the cap of ${opts.maxBytes} bytes` };
-  if (res.exitCode !== 0 || !said) return { copied: false, why: `reading it failed (exit ${res.exitCode}): ${res.stderr.trim().slice(-200)}` };
-  if (counter.over) return { copied: false, why: `its tar came to more than ${counter.limit} bytes` };
-  return { copied: true, bytes: Number(said[1]), files: Number(said[2]) };
+  if (res.exitCode === 3) return { why: `there is no ${dir}` };
+  if (res.exitCode === 4 && said) return { why: `it holds ${said[1]} bytes in ${said[2]} files, over the cap of ${opts.maxBytes} bytes` };
+  if (res.exitCode !== 0 || !said) return { why: `reading it failed (exit ${res.exitCode}): ${res.stderr.trim().slice(-200)}` };
+  if (counter.over) return { why: `its tar came to more than ${counter.limit} bytes` };
+  return { bytes: Number(said[1]), files: Number(said[2]) };
 }
 
 /** Passes bytes on up to a limit, then drops the rest and says so. */

@@ -5,7 +5,7 @@
 // sandbox, so the untouched package's result is answered from it, as when the baseline ran in the
 // agent's sandbox. LILYPAD_SANDBOX_RUNTIME=runsc runs the same under gVisor.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -86,6 +86,13 @@ async function session(script: ScriptedReply[], opts: { keep?: EnvCache; testCac
   return { result, phases };
 }
 
+/** The worker's copies of a cache read out of a baseline's sandbox (src/sandbox/dir-copy.ts). */
+const heldCopies = () => new Set(readdirSync(os.tmpdir()).filter((n) => n.startsWith('lilypad-dir-copy-')));
+function assertNoNewCopies(before: Set<string>): void {
+  const left = [...heldCopies()].filter((n) => !before.has(n));
+  assert.deepEqual(left, [], 'the copy held on the worker is removed when the session ends');
+}
+
 function keptCache(name: string): EnvCache {
   const owner = testOwner(name);
   owners.push(owner);
@@ -124,22 +131,28 @@ describe('the tests after the change', () => {
   });
 
   test('an empty change with the baseline beside the agent: no tests after it either, and nothing is carried', async () => {
+    const copies = heldCopies();
     const { result, phases } = await session(NO_CHANGE, { keep: keptCache('empty') });
+    assertNoNewCopies(copies);
     assert.equal(result.setup.envCache.result, 'miss');
     assert.equal(result.tests?.before?.outcome, 'failed');
-    assert.ok(!phases.includes('tests_after') && !phases.includes('test_cache'), `phases: ${phases.join(', ')}`);
+    assert.ok(!phases.includes('tests_after') && !phases.includes('test_cache_write'), `phases: ${phases.join(', ')}`);
     assert.equal(result.tests?.afterNotRun, 'no change');
-    assert.equal(result.tests?.cache, null);
+    assert.equal(result.tests?.cache, null, 'nothing was put into the agent\'s sandbox');
   });
 
   test("with the baseline beside the agent, Go's cache comes from the baseline's sandbox: the untouched package is answered from it", async () => {
+    const copies = heldCopies();
     const { result, phases } = await session(FIX, { keep: keptCache('carry') });
+    assertNoNewCopies(copies);
     assert.ok(result.setup.envCache.result === 'miss' && result.setup.envCache.stored, JSON.stringify(result.setup.envCache));
     assert.deepEqual(result.patch?.files.sort(), ['fit_test.go', 'wrap.go']);
     assert.equal(result.tests?.after?.outcome, 'passed', result.tests?.after?.outputTail);
     assert.match(result.tests!.after!.outputTail, UNTOUCHED_CACHED, 'the untouched package came from the carried cache');
     assert.doesNotMatch(result.tests!.after!.outputTail, /ok(?:\s|\\t)+example\.test\/wordwrap(?:\s|\\t)+\(cached\)/, 'the changed package ran');
-    assert.ok(phases.indexOf('test_cache') > phases.indexOf('patch') && phases.indexOf('test_cache') < phases.indexOf('tests_after'), `phases: ${phases.join(', ')}`);
+    // Read out of the baseline's sandbox beside the agent; written into the agent's after its patch, before the tests after it.
+    assert.ok(phases.indexOf('test_cache_read') > phases.indexOf('tests_before'), `phases: ${phases.join(', ')}`);
+    assert.ok(phases.indexOf('test_cache_write') > phases.indexOf('patch') && phases.indexOf('test_cache_write') < phases.indexOf('tests_after'), `phases: ${phases.join(', ')}`);
     const cache = result.tests?.cache;
     assert.ok(cache?.carried, JSON.stringify(cache));
     assert.equal(cache.dir, '/home/lilypad/.cache/go-build');
