@@ -6,6 +6,10 @@
 //   cold  no kept environment yet: setup, keeping its environment, then the agent, with the
 //         baseline beside it (in a sandbox of its own, from the environment just kept);
 //   warm  the environment kept by the cold run: no setup, the baseline beside the agent.
+// Then two runs where the model changes one file (a comment added to a package nothing else in the
+// project imports: cmp/cmpopts/xform.go in go-cmp), with keeping off and warm, to show what the tests
+// after a change cost: with keeping off they reuse Go's cache in the agent's own sandbox; warm, the
+// cache is carried from the baseline's sandbox (result.json's tests.cache).
 // Target (issue 16): warm under 3 s. "CLI up" is when `lilypad run` prints its first line (Node and
 // the TypeScript loader started, settings read): the app's worker has that behind it when a label
 // arrives, so the time after it is printed too. Run: `npx tsx bench/first-request.ts`.
@@ -21,7 +25,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { testDocker } from '../test/support/sandbox-harness.ts';
 import { makeRepo } from '../test/support/fixture-repo.ts';
-import { startModelServer } from '../test/support/model-server.ts';
+import { startModelServer, type ScriptedReply } from '../test/support/model-server.ts';
 import { startCli } from '../test/support/run-cli.ts';
 import { fixtureFiles } from '../test/support/zero-config-fixtures.ts';
 
@@ -35,6 +39,9 @@ interface Sample {
   firstRequestMs: number;
   setupMs: number | null;
   baselineMs: number | null;
+  afterMs: number | null;
+  /** How the test runner's cache came to the agent's sandbox (result.json's tests.cache), or '–'. */
+  cache: string;
   totalMs: number;
   envCache: string;
   setupOutcome: string;
@@ -53,8 +60,15 @@ function checkout(): { repo: string; what: string } {
   return { repo: makeRepo(fixtureFiles('go')), what: `the Go fixture (no checkout at ${realRepo}; set BENCH_REPO)` };
 }
 
-async function once(repo: string, dataDir: string, env: Record<string, string>): Promise<Sample> {
-  const model = await startModelServer({ script: [{ content: 'Nothing to change here.' }] });
+const NO_CHANGE: ScriptedReply[] = [{ content: 'Nothing to change here.' }];
+/** The model appends a comment to `file`: a real change, which changes no test's result. */
+const changeIn = (file: string): ScriptedReply[] => [
+  { toolCalls: [{ name: 'Bash', arguments: { command: `printf '\\n// A comment the bench adds.\\n' >> ${file}` } }] },
+  { content: 'Added a comment.' },
+];
+
+async function once(repo: string, dataDir: string, env: Record<string, string>, script: ScriptedReply[] = NO_CHANGE): Promise<Sample> {
+  const model = await startModelServer({ script });
   const out = mkdtempSync(path.join(os.tmpdir(), 'lilypad-bench-out-'));
   try {
     const started = Date.now();
@@ -72,14 +86,21 @@ async function once(repo: string, dataDir: string, env: Record<string, string>):
     const result = JSON.parse(readFileSync(path.join(out, 'result.json'), 'utf8')) as {
       durations_ms: Record<string, number>;
       setup: { failed: string | null; commands: unknown[]; env_cache: { result: string; image?: string; setup_seconds_saved?: number } | null } | null;
-      tests: { before: { outcome: string; counts: Record<string, number> | null } | null } | null;
+      tests: {
+        before: { outcome: string; counts: Record<string, number> | null } | null;
+        after_not_run: string | null;
+        cache: { carried: true; bytes: number; files: number; read_ms: number; write_ms: number } | { carried: false; why: string } | null;
+      } | null;
     };
+    const cache = result.tests?.cache;
     const before = result.tests?.before;
     return {
       cliMs: cliAt - started,
       firstRequestMs: chat.receivedAt - started,
       setupMs: result.durations_ms['setup'] ?? null,
       baselineMs: result.durations_ms['tests_before'] ?? null,
+      afterMs: result.durations_ms['tests_after'] ?? null,
+      cache: !cache ? (result.tests?.after_not_run ? `tests after not run: ${result.tests.after_not_run}` : '–') : cache.carried ? `carried: ${(cache.bytes / 1e6).toFixed(1)} MB, ${cache.files} files; read ${s(cache.read_ms)} s beside the agent, written ${s(cache.write_ms)} s after it` : `not carried: ${cache.why}`,
       totalMs: result.durations_ms['total'] ?? 0,
       envCache: result.setup?.env_cache?.result ?? 'none',
       setupOutcome: !result.setup ? 'none inferred' : result.setup.commands.length === 0 ? 'skipped' : result.setup.failed ? `failed: ${result.setup.failed}` : 'passed',
@@ -118,10 +139,19 @@ async function main(): Promise<void> {
       warms.push(w);
     }
     const warm = median(warms);
-    const rows: Array<[string, Sample]> = [['off (LILYPAD_ENV_CACHE_GB=0)', off], ['cold (no kept environment)', cold], [`warm (kept; median of ${warms.length})`, warm]];
-    process.stdout.write('\n| run | env | setup | setup s | baseline s | CLI up s | first request s | of which after CLI up s | total s | tests before |\n|---|---|---|---|---|---|---|---|---|---|\n');
+    const file = existsSync(path.join(repo, 'cmp/cmpopts/xform.go')) ? 'cmp/cmpopts/xform.go' : 'wrap.go';
+    const offChange = await once(repo, mkdtempSync(path.join(os.tmpdir(), 'lilypad-bench-off-')), { LILYPAD_ENV_CACHE_GB: '0' }, changeIn(file));
+    const warmChange = await once(repo, dataDir, {}, changeIn(file));
+    const rows: Array<[string, Sample]> = [
+      ['off (LILYPAD_ENV_CACHE_GB=0)', off],
+      ['cold (no kept environment)', cold],
+      [`warm (kept; median of ${warms.length})`, warm],
+      [`off, a change to ${file}`, offChange],
+      [`warm, a change to ${file}`, warmChange],
+    ];
+    process.stdout.write('\n| run | env | setup | setup s | baseline s | CLI up s | first request s | of which after CLI up s | tests after s | total s | tests before | test cache |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n');
     for (const [name, r] of rows) {
-      process.stdout.write(`| ${name} | ${r.envCache} | ${r.setupOutcome} | ${s(r.setupMs)} | ${s(r.baselineMs)} | ${s(r.cliMs)} | ${s(r.firstRequestMs)} | ${s(r.firstRequestMs - r.cliMs)} | ${s(r.totalMs)} | ${r.testsBefore} |\n`);
+      process.stdout.write(`| ${name} | ${r.envCache} | ${r.setupOutcome} | ${s(r.setupMs)} | ${s(r.baselineMs)} | ${s(r.cliMs)} | ${s(r.firstRequestMs)} | ${s(r.firstRequestMs - r.cliMs)} | ${s(r.afterMs)} | ${s(r.totalMs)} | ${r.testsBefore} | ${r.cache} |\n`);
     }
     const met = (ms: number) => (ms < 3000 ? 'met' : 'NOT met');
     process.stdout.write(`\nwarm first requests from start: ${warms.map((w) => s(w.firstRequestMs)).join(', ')} s (target under 3 s: ${met(warm.firstRequestMs)}); after the CLI is up: ${warms.map((w) => s(w.firstRequestMs - w.cliMs)).join(', ')} s (${met(warm.firstRequestMs - warm.cliMs)})\n`);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { loadEnv } from '../config/env.ts';
 import { createLogger } from '../observability/logger.ts';
 import { newRunId, runLocal, type LocalRunResult } from '../pipeline/local-run.ts';
+import { describeTestCache } from '../pipeline/test-cache.ts';
 import { runSettingsFromEnv } from '../pipeline/run-context.ts';
 import { describeEnvCache, EnvCache } from '../sandbox/env-cache/index.ts';
 import { prepareExtraCa } from '../sandbox/extra-ca.ts';
@@ -178,7 +179,9 @@ function summary(r: LocalRunResult): string {
   if (r.tests) {
     const t = (o: typeof r.tests.before) => (o ? `${o.outcome}${o.exitCode !== null ? ` (exit ${o.exitCode})` : ''}` : 'not run');
     const from = r.tests.source === 'inferred' ? `, inferred from ${r.tests.inferred_from.join(', ') || 'the repository'}` : '';
-    lines.push(`tests (${r.tests.command}${from}): before ${t(r.tests.before)}, after ${t(r.tests.after)}`);
+    const after = !r.tests.after && r.tests.after_not_run ? `not run (${r.tests.after_not_run})` : t(r.tests.after);
+    lines.push(`tests (${r.tests.command}${from}): before ${t(r.tests.before)}, after ${after}`);
+    if (r.tests.cache) lines.push(`tests after: ${describeTestCache(r.tests.cache)}`);
     if (r.tests.per_test_fallback) lines.push(`tests per test: ${r.tests.per_test_fallback}`);
     else if (r.tests.after) lines.push(`tests per test: ${r.tests.counts.fixed} fixed${r.tests.fixed.length ? ` (${r.tests.fixed.slice(0, 5).join(', ')}${r.tests.fixed.length > 5 ? ', …' : ''})` : ''}, ${r.tests.counts.broken} broken${r.tests.broken.length ? ` (${r.tests.broken.slice(0, 5).join(', ')}${r.tests.broken.length > 5 ? ', …' : ''})` : ''}, ${r.tests.counts.still_failing} still failing, ${r.tests.counts.passed_both} passing`);
   } else if (r.outcome !== 'failed') {

@@ -6,8 +6,8 @@ export type { Revision };
 const BEGIN = '<!-- lilypad:revisions -->';
 const END = '<!-- /lilypad:revisions -->';
 
-export function testWord(t: TestOutcome | null | undefined): string {
-  if (!t) return 'not run';
+export function testWord(t: TestOutcome | null | undefined, notRun?: string | null): string {
+  if (!t) return notRun ? `not run: ${notRun}` : 'not run';
   return t.outcome === 'passed' ? '✅ passed' : t.outcome === 'failed' ? '❌ failed' : `⚠️ ${t.outcome.replace('_', ' ')}`;
 }
 

@@ -33,7 +33,7 @@ const jobDuration = new Histogram({
 });
 const phaseDuration = new Histogram({
   name: 'lilypad_phase_duration_seconds',
-  help: 'Time per job phase (validate, mirror, checkout, sandbox, setup, tests_before, agent, patch, tests_after, apply, push, pull_request, ...).',
+  help: 'Time per job phase (validate, mirror, checkout, sandbox, setup, tests_before, agent, patch, test_cache_read, test_cache_write, tests_after, apply, push, pull_request, ...).',
   labelNames: ['phase'] as const,
   buckets: SECONDS_BUCKETS,
   registers: [metricsRegistry],

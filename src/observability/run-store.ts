@@ -101,6 +101,7 @@ const runEventSchema = z.discriminatedUnion('t', [
   z.object({ t: z.literal('phase'), name: z.string(), ms: z.number() }),
   z.object({ t: z.literal('step'), record: stepRecordSchema }),
   z.object({ t: z.literal('tests'), which: z.enum(['before', 'after']), outcome: testOutcomeSchema }),
+  z.object({ t: z.literal('tests_not_run'), which: z.enum(['before', 'after']), why: z.string() }),
   z.object({ t: z.literal('warning'), text: z.string() }),
   z.object({ t: z.literal('note'), text: z.string() }),
   z.object({ t: z.literal('done') }),
@@ -113,7 +114,8 @@ const runViewSchema = z.object({
   config: z.record(z.string(), configValue).nullable(),
   phases: z.array(z.object({ name: z.string(), ms: z.number() })),
   steps: z.array(stepRecordSchema),
-  tests: z.object({ before: testOutcomeSchema.nullable(), after: testOutcomeSchema.nullable() }),
+  /** `notRun`: why a run of the tests did not happen, where that is known (the tests after an empty change). */
+  tests: z.object({ before: testOutcomeSchema.nullable(), after: testOutcomeSchema.nullable(), notRun: z.object({ before: z.string().optional(), after: z.string().optional() }).optional() }),
   warnings: z.array(z.string()),
   /** Things the store itself did to the record (cuts for the size cap). */
   notes: z.array(z.string()),
@@ -154,6 +156,9 @@ export function applyEvent(view: RunView, e: RunEvent): void {
       return;
     case 'tests':
       view.tests[e.which] = e.outcome;
+      return;
+    case 'tests_not_run':
+      view.tests.notRun = { ...view.tests.notRun, [e.which]: e.why };
       return;
     case 'warning':
       if (!view.warnings.includes(e.text)) view.warnings.push(e.text);
@@ -427,8 +432,10 @@ export class RunRecorder {
     this.event({ t: 'step', record: this.slim ? slimStep(record, SLIM_CHARS) : (record as z.output<typeof stepRecordSchema>) }, true);
   }
 
-  tests(which: 'before' | 'after', outcome: TestOutcomeInput | null): void {
+  /** A run of the tests, or why it did not happen (`notRun`, when the outcome is null). */
+  tests(which: 'before' | 'after', outcome: TestOutcomeInput | null, notRun?: string | null): void {
     if (outcome) this.event({ t: 'tests', which, outcome: testOutcomeSchema.parse(outcome) });
+    else if (notRun) this.event({ t: 'tests_not_run', which, why: notRun });
   }
 
   warning(text: string): void {

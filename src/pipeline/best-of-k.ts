@@ -131,7 +131,7 @@ function summarise(r: PromiseSettledResult<SandboxSessionResult>, i: number, win
     attempt: i + 1,
     exitReason: a.exitReason,
     evidence: r.value.evidence?.evidence.verdict ?? null,
-    testsAfter: testWord(r.value.tests?.after),
+    testsAfter: testWord(r.value.tests?.after, r.value.tests?.afterNotRun),
     steps: a.steps,
     tokens: a.usage.prompt_tokens + a.usage.completion_tokens,
     changedFiles: (r.value.patch?.diff.toString('utf8').match(/^diff --git /gm) ?? []).length,

@@ -2,6 +2,7 @@ import { parse as parseYaml } from 'yaml';
 import { parseRepoConfig, type RepoConfig } from '../config/repo-config.ts';
 import { classifyCommand } from '../inference/hints.ts';
 import { inferCommands, type InferredCommands, type RepoReader } from '../inference/index.ts';
+import type { Ecosystem } from '../inference/index.ts';
 import type { TestRunner } from '../test-results/index.ts';
 import { UserError } from './failures.ts';
 
@@ -36,6 +37,8 @@ export interface RunPlan {
   envPath: string[];
   keyFiles: string[];
   testRunner: TestRunner | null;
+  /** The repository's ecosystem as inference found it (else Go's, when the tests run `go test`): whose test cache is carried. */
+  ecosystem: Ecosystem | null;
   /** Where each setting came from, and the line saying what was inferred (for the record and the people reading it). */
   sources: Record<string, ValueSource>;
   origin: string | null;
@@ -45,12 +48,14 @@ export function runPlanOf(effective: EffectiveConfig, repoKey: string): RunPlan 
   const inferred = effective.inferred;
   const setupInferred = effective.sources.setup === 'inferred';
   const testInferred = effective.sources.test === 'inferred';
+  const testRunner = testInferred && inferred ? inferred.test.runner : effective.config.test ? classifyCommand(effective.config.test) : null;
   return {
     repoKey,
     setupInferred,
     envPath: setupInferred && inferred ? inferred.env_path : [],
     keyFiles: inferred ? [...inferred.setup.inferred_from] : [],
-    testRunner: testInferred && inferred ? inferred.test.runner : effective.config.test ? classifyCommand(effective.config.test) : null,
+    testRunner,
+    ecosystem: inferred?.ecosystem ?? (testRunner === 'go' ? 'go' : null),
     sources: effective.sources,
     origin: originLine(effective),
   };

@@ -5,6 +5,7 @@ import type { RunComparison } from '../test-results/index.ts';
 import type { TestOutcome } from '../test-results/test-outcome.ts';
 import type { EffectiveConfig, ValueSource } from './effective-config.ts';
 import type { SandboxSessionResult } from './sandbox-session.ts';
+import { describeTestCache, type TestCacheReport } from './test-cache.ts';
 import type { SandboxRun } from './phases/attempts.ts';
 
 /** What setup was, where it came from and how it went: result.json's `setup`, the run page's and the pull request's. */
@@ -30,6 +31,8 @@ export interface TestsSection {
   runner: string | null;
   before: TestOutcome | null;
   after: TestOutcome | null;
+  /** Why the tests after the change did not run, where that is known: `no change` (they would be the tests before). */
+  after_not_run: string | null;
   /** Failed (or errored) before, pass after. */
   fixed: string[];
   /** Passed before, fail after. */
@@ -38,6 +41,8 @@ export interface TestsSection {
   counts: { fixed: number; broken: number; still_failing: number; passed_both: number; skipped: number; added: number; removed: number };
   /** Why the tests could not be compared per test (then the exit codes judge), or null. */
   per_test_fallback: string | null;
+  /** The test runner's cache carried from the baseline's own sandbox to the agent's, or why not (null: nothing to carry). */
+  cache: TestCacheReport | null;
 }
 
 export function setupSection(effective: EffectiveConfig, session: SandboxSessionResult | null, network: boolean, ran: TestOutcome[]): SetupSection | null {
@@ -68,6 +73,7 @@ export function testsSection(effective: EffectiveConfig, session: SandboxSession
     runner,
     before: tests?.before ?? null,
     after: tests?.after ?? null,
+    after_not_run: tests?.afterNotRun ?? null,
     fixed: v?.fixed ?? [],
     broken: v?.broken ?? [],
     still_failing: v?.still_failing ?? [],
@@ -81,6 +87,7 @@ export function testsSection(effective: EffectiveConfig, session: SandboxSession
       removed: v?.counts.only_before ?? 0,
     },
     per_test_fallback: v ? (v.fallback?.reason ?? null) : tests?.after ? 'the tests on the untouched code did not run' : null,
+    cache: tests?.cache ?? null,
   };
 }
 
@@ -136,6 +143,14 @@ export function evidenceSection(session: SandboxSessionResult | null): Record<st
 export function perTestChanges(v: RunComparison | null): PerTestChanges | null {
   if (!v) return null;
   return { fixed: v.fixed, broken: v.broken, stillFailing: v.counts.still_failing, passing: v.counts.passed_both, fallback: v.fallback?.reason ?? null };
+}
+
+/** What the run page says of the test runner's cache: only when it could not be carried (the tests after then ran slower). */
+export function testCacheNotes(tests: SandboxSessionResult['tests']): string[] {
+  const cache = tests?.cache;
+  if (!cache || cache.carried) return [];
+  const line = describeTestCache(cache);
+  return [`${line.charAt(0).toUpperCase()}${line.slice(1)}.`];
 }
 
 /** What setup did that a reviewer should know: an inferred command that failed, a kept environment. */

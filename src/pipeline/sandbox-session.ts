@@ -2,6 +2,7 @@ import type Docker from 'dockerode';
 import { runAgent, type AgentBudgets, type AgentProgress, type AgentRunResult } from '../agent/loop.ts';
 import type { ModelClient } from '../agent/model-client.ts';
 import type { TrajectorySink } from '../agent/trajectory.ts';
+import type { Ecosystem } from '../inference/index.ts';
 import { CancelledError, reasonText } from '../shared/cancel.ts';
 import type { EnvCache } from '../sandbox/env-cache/index.ts';
 import type { Sandbox, SandboxOptions } from '../sandbox/sandbox.ts';
@@ -12,6 +13,7 @@ import { moveToHead } from '../workspace/setup-base.ts';
 import { checkoutInKept, prepareEnvironment, type Environment, type LiveSandbox, type SetupReport } from './environment.ts';
 import { gatherEvidence, type EvidenceRuns, type ReproTests } from './evidence-runs.ts';
 import { runTests, snapshotWorktree, type TestRun } from './test-command.ts';
+import { putTestCache, takeTestCache, type TestCacheReport } from './test-cache.ts';
 
 export { SetupError } from './environment.ts';
 
@@ -63,6 +65,10 @@ export interface SandboxSessionInput {
   testCommand?: string | undefined;
   /** The test command's runner (inferred, or read from the command): how its output is read per test. */
   testRunner?: TestRunner | null | undefined;
+  /** The repository's ecosystem: which test runner's cache is carried from the baseline's sandbox (test-cache.ts). */
+  ecosystem?: Ecosystem | null | undefined;
+  /** The most that cache may hold (default TEST_CACHE_MAX_BYTES). */
+  testCacheMaxBytes?: number | undefined;
   testTimeoutSeconds: number;
   issue: { title: string; body: string };
   model: string;
@@ -76,13 +82,24 @@ export interface SandboxSessionInput {
   seed?: number | undefined;
 }
 
+/** The tests before and after the change, as one session ran them. */
+export interface SessionTests {
+  before: TestOutcome | null;
+  after: TestOutcome | null;
+  /** Each test's change from before to after (null until both ran). */
+  verdicts: RunComparison | null;
+  /** Why the tests after the change did not run, where that is known (`no change`), else null. */
+  afterNotRun: string | null;
+  /** The test runner's cache carried from the baseline's sandbox (null: the baseline ran in the agent's, or nothing to carry). */
+  cache: TestCacheReport | null;
+}
+
 export interface SandboxSessionResult {
   agent: AgentRunResult;
   /** Null when the run was cancelled before the patch could be taken. */
   patch: ExtractedPatch | null;
   setup: SetupReport;
-  /** `verdicts`: each test's change from before to after (null until both ran). */
-  tests: { before: TestOutcome | null; after: TestOutcome | null; verdicts: RunComparison | null } | null;
+  tests: SessionTests | null;
   /** What shows the change fixes the issue (null: no tests ran after it, or gathering it failed: see `evidenceError`). */
   evidence: EvidenceRuns | null;
   evidenceError?: string | undefined;
@@ -109,15 +126,12 @@ export async function runSandboxSession(input: SandboxSessionInput): Promise<San
 async function runPhases(input: SandboxSessionInput, env: Environment): Promise<SandboxSessionResult> {
   const { phase, signal } = input;
   const { sandbox } = env;
-  const check = () => {
-    if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
-  };
-  check();
+  checkAborted(signal);
   // With a kept environment the baseline runs beside the agent; without one, before it, in its sandbox.
   const baseline = env.kept ? startBaseline(input, env.kept.image) : null;
   const inPlace = !baseline && input.testCommand ? await phase('tests_before', () => testUntouched(sandbox, input.testCommand!, input.testRunner ?? null, input.testTimeoutSeconds)) : null;
   try {
-    check();
+    checkAborted(signal);
     const agent = await phase('agent', async () => {
       await sandbox.takeOver();
       return runAgent({
@@ -134,39 +148,62 @@ async function runPhases(input: SandboxSessionInput, env: Environment): Promise<
       });
     });
     const before = baseline ? await baseline.result() : inPlace;
-    const tests: SandboxSessionResult['tests'] = input.testCommand ? { before: before?.outcome ?? null, after: null, verdicts: null } : null;
+    const tests: SessionTests | null = input.testCommand ? { before: before?.outcome ?? null, after: null, verdicts: null, afterNotRun: null, cache: null } : null;
     if (agent.exitReason === 'cancelled') return { agent, patch: null, setup: env.setup, tests, evidence: null };
     // After a tool_error the sandbox may be gone: keep the agent's result and report no patch.
     const patch = await phase('patch', () => takePatch(sandbox, input.baseCommit, env.setupState)).catch((err: unknown) => {
       if (agent.exitReason === 'tool_error') return null;
       throw err;
     });
-    if (input.testCommand && tests && patch) {
-      check();
-      await sandbox.takeOver();
-      const after = await phase('tests_after', () => runTests(sandbox, input.testCommand!, input.testRunner ?? null, input.testTimeoutSeconds));
-      tests.after = after.outcome;
-      tests.verdicts = before ? compareRuns(before.parsed, after.parsed) : null;
-      check();
-      const gathered = await gatherEvidence(input, env, patch, before, after).then(
-        (evidence) => ({ evidence }),
-        (err: unknown) => {
-          if (err instanceof CancelledError || signal?.aborted) throw err;
-          return { evidence: null, evidenceError: (err as Error).message };
-        },
-      );
-      return { agent, patch, setup: env.setup, tests, ...gathered };
+    const notRun = whyNoTestsAfter(patch);
+    if (!tests || !patch || notRun) {
+      if (tests) tests.afterNotRun = notRun;
+      return { agent, patch, setup: env.setup, tests, evidence: null };
     }
-    return { agent, patch, setup: env.setup, tests, evidence: null };
+    if (baseline) tests.cache = await baseline.carryCache(sandbox);
+    return { agent, patch, setup: env.setup, tests, ...(await testChange(input, env, patch, before, tests)) };
   } finally {
     await baseline?.stop();
   }
 }
 
+/** The tests on the change, what changed per test, and the evidence (a failure to gather it is reported, not thrown). */
+async function testChange(input: SandboxSessionInput, env: Environment, patch: ExtractedPatch, before: TestRun | null, tests: SessionTests): Promise<Pick<SandboxSessionResult, 'evidence' | 'evidenceError'>> {
+  const { sandbox } = env;
+  checkAborted(input.signal);
+  await sandbox.takeOver();
+  const after = await input.phase('tests_after', () => runTests(sandbox, input.testCommand!, input.testRunner ?? null, input.testTimeoutSeconds));
+  tests.after = after.outcome;
+  tests.verdicts = before ? compareRuns(before.parsed, after.parsed) : null;
+  checkAborted(input.signal);
+  return gatherEvidence(input, env, patch, before, after).then(
+    (evidence) => ({ evidence }),
+    (err: unknown) => {
+      if (err instanceof CancelledError || input.signal?.aborted) throw err;
+      return { evidence: null, evidenceError: (err as Error).message };
+    },
+  );
+}
+
+function checkAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
+}
+
+/**
+ * Why the tests after the change are not to run, or null when they are: without a change (no patch,
+ * or one that changes no file) they would run the very code the baseline ran, so they cannot differ.
+ */
+export function whyNoTestsAfter(patch: ExtractedPatch | null): string | null {
+  if (!patch) return 'no patch could be taken';
+  return patch.files.length === 0 ? 'no change' : null;
+}
+
 interface Baseline {
   /** The tests on the untouched code (null: no test command). */
   result(): Promise<TestRun | null>;
-  /** Removes the baseline's own sandbox if it is still there. */
+  /** After result(): the test runner's cache, read out of the baseline's sandbox when it ended, put into `to` (null: none worth carrying). */
+  carryCache(to: Sandbox): Promise<TestCacheReport | null>;
+  /** Removes the baseline's own sandbox if it is still there, and the cache read out of it. */
   stop(): Promise<void>;
 }
 
@@ -179,6 +216,7 @@ function startBaseline(input: SandboxSessionInput, keptImage: string): Baseline 
   const command = input.testCommand;
   if (!command) return null;
   let live: LiveSandbox | null = null;
+  const release = async () => void (await (live as LiveSandbox | null)?.release());
   const run = (async () => {
     live = await checkoutInKept({ ...input, runId: `${input.runId}-baseline` }, keptImage);
     await live.sandbox.takeOver();
@@ -188,7 +226,29 @@ function startBaseline(input: SandboxSessionInput, keptImage: string): Baseline 
   // Known before the agent is done, the outcome still shows as the tests on the untouched code.
   const timed = input.phase('tests_before', () => run);
   timed.catch(() => undefined);
-  return { result: () => timed, stop: async () => void (await (live as LiveSandbox | null)?.release()) };
+  // Once they ended, their test cache is read out and their sandbox removed, while the agent works on.
+  const taken = timed
+    .then(
+      () => {
+        const box = (live as LiveSandbox | null)?.sandbox;
+        return box ? input.phase('test_cache_read', () => takeTestCache(box, input.ecosystem ?? null, input.testCacheMaxBytes)) : null;
+      },
+      () => null,
+    )
+    .finally(release)
+    .catch(() => null);
+  return {
+    result: () => timed,
+    carryCache: async (to) => {
+      const t = await taken;
+      return t ? input.phase('test_cache_write', () => putTestCache(t, to)) : null;
+    },
+    stop: async () => {
+      await release();
+      const t = await taken;
+      if (t && 'held' in t) await t.held.dispose();
+    },
+  };
 }
 
 /** Tests on the untouched code in the agent's sandbox; whatever they created or left running is undone. */

@@ -1,4 +1,5 @@
 import { PassThrough, type Duplex } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import type Docker from 'dockerode';
 import { withDeadline } from './deadline.ts';
 
@@ -16,6 +17,8 @@ interface ExecOnceOptions {
   maxBytes: number;
   /** Streamed to the command's stdin; its end closes stdin. Without it, stdin is not attached. */
   input?: NodeJS.ReadableStream;
+  /** Where stdout goes, whole, instead of being kept (then `stdout` comes back empty). */
+  output?: NodeJS.WritableStream;
 }
 
 /**
@@ -39,7 +42,8 @@ export async function execOnce(container: Docker.Container, opts: ExecOnceOption
   };
   const stdout = new PassThrough();
   const stderr = new PassThrough();
-  stdout.on('data', keep(out));
+  if (opts.output) stdout.pipe(opts.output, { end: false });
+  else stdout.on('data', keep(out));
   stderr.on('data', keep(err));
   container.modem.demuxStream(stream, stdout, stderr);
   const ended = new Promise<void>((resolve) => {
@@ -51,6 +55,8 @@ export async function execOnce(container: Docker.Container, opts: ExecOnceOption
   opts.input?.pipe(stream, { end: true });
   try {
     await withDeadline(ended, opts.timeoutMs, what);
+    // Everything read is handed on before the caller closes `output`.
+    if (opts.output) await withDeadline(finished(stdout.end()), opts.timeoutMs, `${what}: handing on its output`);
   } finally {
     opts.input?.unpipe(stream);
     stream.destroy();

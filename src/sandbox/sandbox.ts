@@ -304,18 +304,28 @@ export class Sandbox {
    */
   async copyInFromInside(hostDir: string): Promise<void> {
     this.requireAlive();
+    // Read from at once: Node drains and drops a child's unread output when the child exits.
+    const res = await this.streamTar(hostDir, [], (tar) => this.pythonAsAgent(EXTRACT_SCRIPT, [this.options.workdir], { input: tar.pipe(new PassThrough()), timeoutMs: 600_000 }));
+    if (res.exitCode !== 0) throw new SandboxError(`copying the repository into the sandbox failed (exit ${res.exitCode}): ${res.stderr.trim().slice(-300)}`);
+  }
+
+  /**
+   * Runs a Python script of Lilypad's as the agent's user over an exec of its own (never the
+   * toolbox, whose replies are not made for bulk data), with stdin from `input` and stdout streamed
+   * to `output`: files moved in or out through a process inside the sandbox, as gVisor requires.
+   */
+  async pythonAsAgent(script: string, args: string[], opts: { input?: NodeJS.ReadableStream; output?: NodeJS.WritableStream; timeoutMs: number }): Promise<{ exitCode: number | null; stderr: string }> {
+    this.requireAlive();
     const identity = this.requireIdentity();
-    const res = await this.streamTar(hostDir, [], (tar) =>
-      execOnce(this.container, {
-        argv: [identity.python, '-c', EXTRACT_SCRIPT, this.options.workdir],
-        user: `${identity.uid}:${identity.gid}`,
-        // Read from at once: Node drains and drops a child's unread output when the child exits.
-        input: tar.pipe(new PassThrough()),
-        timeoutMs: 600_000,
-        maxBytes: 4096,
-      }),
-    );
-    if (res.exitCode !== 0) throw new SandboxError(`copying the repository into the sandbox failed (exit ${res.exitCode}): ${res.stderr.toString('utf8').trim().slice(-300)}`);
+    const res = await execOnce(this.container, {
+      argv: [identity.python, '-c', script, ...args],
+      user: `${identity.uid}:${identity.gid}`,
+      ...(opts.input ? { input: opts.input } : {}),
+      ...(opts.output ? { output: opts.output } : {}),
+      timeoutMs: opts.timeoutMs,
+      maxBytes: 4096,
+    });
+    return { exitCode: res.exitCode, stderr: res.stderr.toString('utf8') };
   }
 
   /** A tar of `hostDir` (with `args`) handed to `into`; a failure of either side is a SandboxError. */

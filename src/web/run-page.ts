@@ -92,8 +92,8 @@ function renderConfig(v: RunView): string {
 }
 
 export function renderTests(v: RunView): string {
-  const one = (label: string, t: Tests) => {
-    if (!t) return `<div class="test"><h3>${label}</h3><p class="muted">Not run.</p></div>`;
+  const one = (label: string, t: Tests, notRun: string | undefined) => {
+    if (!t) return `<div class="test"><h3>${label}</h3><p class="muted">Not run${notRun ? `: ${esc(notRun)}` : ''}.</p></div>`;
     const counts = t.counts ? Object.entries(t.counts).map(([k, n]) => `${n} ${k}`).join(', ') : '';
     return (
       `<div class="test test-${esc(t.outcome)}"><h3>${label}: <span class="badge badge-${esc(t.outcome)}">${esc(t.outcome.replace('_', ' '))}</span></h3>` +
@@ -102,7 +102,7 @@ export function renderTests(v: RunView): string {
       `<details><summary>Output (tail)</summary><pre class="text">${esc(t.outputTail)}</pre></details></div>`
     );
   };
-  return `<h2>Tests</h2><div class="tests">${one('Before', v.tests.before)}${one('After', v.tests.after)}</div>`;
+  return `<h2>Tests</h2><div class="tests">${one('Before', v.tests.before, v.tests.notRun?.before)}${one('After', v.tests.after, v.tests.notRun?.after)}</div>`;
 }
 
 /** What changed per test, on the run after the change: fixed and broken by name, the rest counted. */

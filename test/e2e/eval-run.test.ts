@@ -116,6 +116,12 @@ describe('lilypad eval run', () => {
     assert.deepEqual(breaks.tests_status.PASS_TO_PASS.failure, ['test_calc.CalcTest.test_mul']);
     const nothing = report('local', 'c-nothing');
     assert.deepEqual([nothing.patch_is_None, nothing.patch_exists, nothing.patch_successfully_applied, nothing.resolved], [false, false, false, false]);
+    // The tests after an empty change do not run (they would be the tests before); the record says so.
+    const nothingDir = path.join(out, 'runs/local/attempt-1/c-nothing');
+    const nothingResult = JSON.parse(readFileSync(path.join(nothingDir, 'result.json'), 'utf8')) as { tests: { before: unknown; after: unknown; after_not_run: string | null } };
+    assert.ok(nothingResult.tests.before, 'the tests before ran');
+    assert.deepEqual([nothingResult.tests.after, nothingResult.tests.after_not_run], [null, 'no change']);
+    assert.equal((JSON.parse(readFileSync(path.join(nothingDir, 'agent.json'), 'utf8')) as { tests_after_passed: boolean | null }).tests_after_passed, null);
     const node = report('local', 's-resolve');
     assert.equal(node.resolved, true, readFileSync(path.join(out, 'runs/local/attempt-1/s-resolve/test_output.txt'), 'utf8'));
     assert.deepEqual(node.tests_status.PASS_TO_PASS.success, ['test/sum.test.js::negates']);

@@ -146,6 +146,9 @@ describe('zero-config: lilypad run infers setup and tests for a repository nobod
     assert.equal(tests.runner, 'go');
     assert.deepEqual(tests.fixed, ['example.test/wordwrap::TestExactWidth']);
     assert.deepEqual(result.evidence?.reproduction, ['example.test/wordwrap::TestTwoShortWordsFit']);
+    // The environment was kept, so the baseline ran beside the agent: Go's cache came along for the tests after.
+    assert.equal(setup.env_cache?.result, 'miss');
+    assert.deepEqual([tests.cache?.carried, tests.cache?.dir], [true, '/home/lilypad/.cache/go-build'], JSON.stringify(tests.cache));
   });
 
   test('Java (pom.xml, JUnit 5 from Debian\'s Maven repository): dependency:go-offline needs Maven Central and fails, reported; mvn -o test still runs, read from the JUnit reports', async () => {

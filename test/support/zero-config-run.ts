@@ -48,6 +48,8 @@ export interface ZeroConfigResult {
     broken: string[];
     still_failing: string[];
     per_test_fallback: string | null;
+    after_not_run: string | null;
+    cache: { carried: boolean; dir: string | null; why?: string } | null;
   } | null;
   evidence: { verdict: string | null; reproduction: string[]; fixed: string[]; broken: string[]; change_tests: { files: string[]; command: string } } | null;
   durations_ms: Record<string, number>;

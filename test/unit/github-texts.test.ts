@@ -121,3 +121,10 @@ test('/lilypad commands on a pull request: ci, cancel, or instructions', async (
   assert.equal(parseCommand('please /lilypad'), null);
   assert.equal(parseCommand('/lilypadding'), null);
 });
+
+test('tests that did not run say why in an attempt row or a revision, where that is known', async () => {
+  const { testWord } = await import('../../src/github/revisions.ts');
+  assert.equal(testWord(null, 'no change'), 'not run: no change');
+  assert.equal(testWord(null), 'not run');
+  assert.equal(testWord({ command: 't', outcome: 'passed', exitCode: 0, durationMs: 1, counts: null, outputTail: '' }, 'no change'), '✅ passed');
+});

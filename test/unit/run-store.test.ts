@@ -5,6 +5,7 @@ import type { StepRecord } from '../../src/agent/trajectory.ts';
 import { RunStore, type RunInit } from '../../src/observability/run-store.ts';
 import { SecretScanner } from '../../src/observability/secrets.ts';
 import { buildUserMessage, SYSTEM_PROMPT } from '../../src/agent/prompt.ts';
+import { renderTests } from '../../src/web/run-page.ts';
 
 // Real Redis, a prefix of its own.
 const prefix = `lilypad-unit-runstore-${process.pid}-${Date.now().toString(36)}`;
@@ -118,4 +119,21 @@ test('follow() yields events as they are written and ends at done', async () => 
   await rec.finish({ outcome: 'cancelled' });
   await following;
   assert.deepEqual(seen, ['step', 'warning', 'done']);
+});
+
+test('tests that did not run say why, live and once finished, and the run page shows it', async () => {
+  const store = new RunStore(redis, { prefix, retentionDays: 30, maxBytes: 8 * 1024 * 1024 });
+  const rec = store.recorder(init('r-not-run'), new SecretScanner([]));
+  rec.tests('before', { command: 't', outcome: 'failed', exitCode: 1, durationMs: 5, counts: { failed: 1 }, outputTail: 'F' });
+  rec.tests('after', null, 'no change');
+  await rec.flush();
+  const live = await store.load('r-not-run');
+  assert.deepEqual(live?.view.tests.notRun, { after: 'no change' });
+  assert.equal(live?.view.tests.after, null);
+  await rec.finish({ outcome: 'no_change', exitReason: 'agent', why: 'the agent finished without changing any file.' });
+  const done = await store.load('r-not-run');
+  assert.deepEqual(done?.view.tests.notRun, { after: 'no change' });
+  const html = renderTests(done!.view);
+  assert.match(html, /<h3>After<\/h3><p class="muted">Not run: no change\.<\/p>/);
+  assert.match(html, /<h3>Before: <span class="badge badge-failed">failed<\/span>/);
 });

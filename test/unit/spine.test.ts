@@ -94,7 +94,7 @@ function plug(events: string[], over: Partial<RunPlug> = {}, prepared: Partial<P
         checkout: { dir: '/tmp/x', baseCommit: 'base' },
         source: '/tmp/x',
         instructionsAt: null,
-        plan: { repoKey: 'test:x', setupInferred: false, envPath: [], keyFiles: [], testRunner: null, sources: {}, origin: null },
+        plan: { repoKey: 'test:x', setupInferred: false, envPath: [], keyFiles: [], testRunner: null, ecosystem: null, sources: {}, origin: null },
         subject: 'o/r#1',
         commit: { message: 'm', author: { name: 'n', email: 'e' } },
         ...prepared,

@@ -150,7 +150,7 @@ async function withhold(ctx: JobContext<IssueRunJob>, p: IssuePrepared, work: Fi
   }
   const attempts = work.run.attempts ? `${work.run.attempts.summaries.length} attempts in parallel; the best` : 'One attempt';
   const tests = work.run.session.tests;
-  const tried = `${attempts} changed ${work.change.files.map((f) => `\`${f.path}\``).join(', ')} in ${agent.steps} steps (\`${agent.exitReason}\`); the tests ${tests ? `before: ${testWord(tests.before)}, after: ${testWord(tests.after)}` : 'did not run'}.${kept ? '' : ' The change is too large to keep for `/lilypad publish`; it is in the run\'s folder on the worker.'}`;
+  const tried = `${attempts} changed ${work.change.files.map((f) => `\`${f.path}\``).join(', ')} in ${agent.steps} steps (\`${agent.exitReason}\`); the tests ${tests ? `before: ${testWord(tests.before)}, after: ${testWord(tests.after, tests.afterNotRun)}` : 'did not run'}.${kept ? '' : ' The change is too large to keep for `/lilypad publish`; it is in the run\'s folder on the worker.'}`;
   const summary = evidenceSummary(work.run.session);
   return { result: 'withheld', verdict: pr.verdict, tried, evidence: summary ? renderEvidence(summary) : '_No tests ran, so there is no evidence._', exitReason: agent.exitReason, diff: work.patch };
 }
@@ -201,7 +201,7 @@ export function revisionOf(run: SandboxRun, sha: string, trigger: string): Revis
     trigger,
     sha,
     testsBefore: testWord(run.session.tests?.before),
-    testsAfter: testWord(run.session.tests?.after),
+    testsAfter: testWord(run.session.tests?.after, run.session.tests?.afterNotRun),
     steps: a.steps,
     tokens: a.usage.prompt_tokens + a.usage.completion_tokens,
     seconds: (Date.now() - run.startedAt) / 1000,

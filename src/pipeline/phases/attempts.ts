@@ -11,7 +11,7 @@ import type { InstructionsSummary } from '../instructions.ts';
 import type { ReproTests } from '../evidence-runs.ts';
 import type { Reproduction } from '../reproduce.ts';
 import type { RunContext } from '../run-context.ts';
-import { perTestChanges, setupNotes } from '../run-report.ts';
+import { perTestChanges, setupNotes, testCacheNotes } from '../run-report.ts';
 import { runSandboxSession, type SandboxSessionInput, type SandboxSessionResult } from '../sandbox-session.ts';
 import { bestOfK, type AttemptSummary } from '../best-of-k.ts';
 import type { Ranking } from '../../evidence/rank.ts';
@@ -144,6 +144,7 @@ function sessionInput(ctx: RunContext, input: AttemptsInput, run: RunShape, atte
     onSetupOutcome: attempt === 1 ? input.onSetupOutcome : undefined,
     testCommand: config.test,
     testRunner: plan.testRunner,
+    ecosystem: plan.ecosystem,
     testTimeoutSeconds: run.testTimeoutSeconds,
     issue: { title: task.title, body: task.body },
     model: run.model,
@@ -187,8 +188,8 @@ function recordTests(ctx: RunContext, session: SandboxSessionResult): void {
   const tests = session.tests;
   const changes = perTestChanges(tests?.verdicts ?? null);
   ctx.recorder.tests('before', tests?.before ?? null);
-  ctx.recorder.tests('after', tests?.after ? { ...tests.after, ...(changes ? { changes: { ...changes, fixed: changes.fixed.slice(0, 200), broken: changes.broken.slice(0, 200) } } : {}) } : null);
-  for (const note of setupNotes(session.setup)) ctx.recorder.warning(note);
+  ctx.recorder.tests('after', tests?.after ? { ...tests.after, ...(changes ? { changes: { ...changes, fixed: changes.fixed.slice(0, 200), broken: changes.broken.slice(0, 200) } } : {}) } : null, tests?.afterNotRun);
+  for (const note of [...setupNotes(session.setup), ...testCacheNotes(tests)]) ctx.recorder.warning(note);
   for (const w of session.agent.warnings) ctx.recorder.warning(w);
 }
 
