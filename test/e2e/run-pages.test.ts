@@ -57,7 +57,7 @@ const book: ScriptBook = {
   'Live: add() is wrong': (turn) => {
     if (turn === 0) return { reasoning: 'Look at the code.', toolCalls: [{ name: 'Read', arguments: { file_path: 'calc.py' } }] };
     if (turn === 1) {
-      if (!gateOpen) return { status: 503, headers: { 'retry-after': '0.2' } };
+      if (!gateOpen) return { status: 503, headers: { 'retry-after': '0.5' } };
       return { toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] };
     }
     return { content: 'Fixed.' };
@@ -85,7 +85,9 @@ describe('run pages in a browser (lilypad web, GitHub sign-in through the stand-
     const budgets = { maxSteps: 10, maxContextTokens: 131072, maxTokensPerTurn: 8192, maxWallSeconds: 300, bashTimeoutCapSeconds: 1800 };
     recorder.config({ model: 'frognano', image: TEST_IMAGE, test: 'python3 -m unittest -q', budgets });
     const trajectory = new JsonlTrajectory(path.join(mkdtempSync(path.join(os.tmpdir(), 'lilypad-e2e-traj-')), 'trajectory.jsonl'), scanner, (r) => recorder.step(r));
-    const client = new ModelClient({ baseURL: app.model.url, timeoutMs: 30_000, maxRetries: 10, retryBaseMs: 50 });
+    // Retries enough to outlast the gate: signing in under CI's load took longer than ten retries
+    // 0.2 s apart, the client gave up, and the run ended without its edit (no diff on the page).
+    const client = new ModelClient({ baseURL: app.model.url, timeoutMs: 30_000, maxRetries: 240, retryBaseMs: 50 });
     const session = await runSandboxSession({
       docker,
       checkoutDir,
