@@ -36,7 +36,10 @@ export async function publishPullRequest(ctx: JobContext, config: RepoConfig, ch
   const { job, deps } = ctx;
   const prefix = deps.env.LILYPAD_QUEUE_PREFIX;
   const jobId = runJobId(job.repoId, job.issueNumber);
-  return withRedisLock(deps.redis, keys.publishLock(prefix, jobId), { ttlMs: 10 * 60_000, waitMs: 10 * 60_000 }, async () => {
+  // The lock is renewed every third of its ttl while its holder lives, so the ttl only says how
+  // long a dead holder blocks the next copy: as long as the job lock, after which that copy exists.
+  const ttlMs = deps.env.LILYPAD_JOB_LOCK_SECONDS * 1000;
+  return withRedisLock(deps.redis, keys.publishLock(prefix, jobId), { ttlMs, waitMs: 10 * 60_000 }, async () => {
     const already = await readPublished(deps.redis, prefix, jobId, job.deliveryId);
     if (already) return { published: already, fresh: false };
     await assertStillOwned(ctx);
