@@ -110,7 +110,7 @@ faultTest(
         issue: { title: 'add() is wrong', body: 'add(2, 3) gives -1' },
         model: 'frognano-4b',
         client: new ModelClient({ baseURL: server.url, timeoutMs: 20_000, maxRetries: 0 }),
-        budgets: { maxSteps: 20, maxContextTokens: 131072, maxTokensPerTurn: 8192, maxWallSeconds: 120, bashTimeoutCapSeconds: 60 },
+        budgets: { maxSteps: 20, maxContextTokens: 131072, maxTokensPerTurn: 8192, maxWallSeconds: 300, bashTimeoutCapSeconds: 60 },
         trajectory,
         phase: (_name, fn) => fn(),
       });
@@ -120,13 +120,18 @@ faultTest(
       const forgerLog = observations.find((o) => o.includes('forger ')) ?? '';
       const killCall = calls.find((t) => t.observation.includes('toolbox-still-here'));
       const refusals = (killCall?.observation.match(/Operation not permitted/g) ?? []).length;
+      const toolboxPid = /kill: \((\d+)\) - Operation not permitted/.exec(killCall?.observation ?? '')?.[1] ?? null;
+      const childrenOpened = new Set([...forgerLog.matchAll(/opened the pipes of toolbox (\d+)/g)].map((m) => m[1])).size;
       const checks = {
         'no forged text anywhere': !all.includes('FORGED'),
         'Read was genuine': observations.includes('calc.py\n1. def add(a, b):\n2.     return a - b'),
         'Edit was genuine': observations.includes('Edited calc.py (1 replacement).'),
         'kill and stop of the toolbox were refused, in an ordinary call': refusals === 2 && killCall?.observation.startsWith('Exit code: 0\n') === true,
         'the forger ran during the agent phase': observations.some((o) => o.includes('forger-running')),
-        'the pipes were refused': /denied toolbox \d+: \[Errno 13\] Permission denied/.test(forgerLog) && !/opened the pipes/.test(forgerLog),
+        // The toolbox itself ($PPID of the agent's calls). Under gVisor the forger also catches a
+        // Bash call's child between its fork and its exec (it still bears the toolbox's name), when
+        // its ids are the agent's and its stdin and stdout are already that call's own: counted below.
+        'the pipes were refused': toolboxPid !== null && new RegExp(`denied toolbox ${toolboxPid}: \\[Errno 13\\] Permission denied`).test(forgerLog) && !new RegExp(`opened the pipes of toolbox ${toolboxPid}\\n`).test(forgerLog),
         'no forger in the test runs': /NO-FORGER-LEFT/.test(result.tests?.before?.outputTail ?? '') && /NO-FORGER-LEFT/.test(result.tests?.after?.outputTail ?? ''),
         'tests before failed for real': result.tests?.before?.outcome === 'failed' && /FAIL: test_add/.test(result.tests.before.outputTail),
         'tests after passed for real': result.tests?.after?.outcome === 'passed' && /TEST-RUN-MARKER/.test(result.tests.after.outputTail),
@@ -135,7 +140,7 @@ faultTest(
       const failed = Object.entries(checks).filter(([, ok]) => !ok).map(([k]) => k);
       const denied = forgerLog.split('\n').find((l) => l.startsWith('denied')) ?? '';
       return {
-        observed: failed.length === 0 ? `forger refused (${denied}); kill and stop refused (${refusals} x EPERM); all results genuine` : `broken: ${failed.join('; ')}`,
+        observed: failed.length === 0 ? `forger refused (${denied}); kill and stop refused (${refusals} x EPERM); all results genuine${childrenOpened ? `; ${childrenOpened} Bash call child(ren) opened between fork and exec (their pipes are the call's own)` : ''}` : `broken (the agent ended: ${result.agent.exitReason}): ${failed.join('; ')}; calls: ${calls.map((t) => `${t.name} ${t.duration_ms} ms ${JSON.stringify(t.observation.slice(0, 160))}`).join(' | ')}`,
         pass: failed.length === 0,
       };
     } finally {
