@@ -1,8 +1,9 @@
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { Redis } from 'ioredis';
 import { httpUrl, parseCommandArgs } from './args.ts';
 import { describePrivateRedis } from './private-redis.ts';
-import { RUNTIME_VAR, sandboxRuntimeCheck } from '../sandbox/runtime.ts';
+import { gvisorPidsCheck, isGvisor, RUNTIME_VAR, sandboxRuntimeCheck, sandboxRuntimeOf } from '../sandbox/runtime.ts';
 import { UsageError } from '../shared/usage-error.ts';
 import { loadEnv, type Env } from '../config/env.ts';
 import { ModelClient } from '../agent/model-client.ts';
@@ -94,6 +95,13 @@ export async function dockerChecks(env: Env): Promise<CheckResult[]> {
   const runtime = await sandboxRuntimeCheck(docker, env);
   out.push(runtime);
   if (runtime.status === 'FAIL') return out;
+  const pidsCheck = gvisorPidsCheck({
+    gvisor: isGvisor(docker, sandboxRuntimeOf(docker)),
+    pids: env.LILYPAD_SANDBOX_PIDS,
+    concurrency: env.LILYPAD_WORKER_CONCURRENCY,
+    pidMax: readPidMax(),
+  });
+  if (pidsCheck) out.push(pidsCheck);
   const image = env.LILYPAD_SANDBOX_IMAGE;
   try {
     await docker.getImage(image).inspect();
@@ -256,5 +264,15 @@ async function canary(client: ModelClient, model: string, env: Env): Promise<Che
     return warn('canary tool call', `no tool call in the reply (finish_reason ${turn.finishReason})`, 'check the tool-call parser flags; the model may also just have answered in text');
   } catch (err) {
     return fail('canary tool call', (err as Error).message, 'check the server log');
+  }
+}
+
+/** This machine's kernel.pid_max (the engine's when it runs here), or undefined when unreadable. */
+function readPidMax(): number | undefined {
+  try {
+    const n = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8').trim());
+    return Number.isInteger(n) && n > 0 ? n : undefined;
+  } catch {
+    return undefined;
   }
 }

@@ -1,7 +1,7 @@
 import type Docker from 'dockerode';
 import { withDeadline } from './deadline.ts';
 import { SandboxError, SandboxImageError } from './errors.ts';
-import { isGvisor, sandboxRuntimeOf } from './runtime.ts';
+import { hostPidsLimit, isGvisor, sandboxRuntimeOf } from './runtime.ts';
 import type { SandboxOptions } from './sandbox.ts';
 
 const DOCKER_CALL_MS = 60_000;
@@ -37,9 +37,6 @@ export async function resolveAgentUser(docker: Docker, opts: { image: string; us
   );
 }
 
-/** Host threads the pids backstop allows per sandbox process under gVisor, and for the sentry itself. */
-const GVISOR_HOST_THREADS_PER_TASK = 16;
-const GVISOR_SENTRY_THREADS = 512;
 
 /** What uid 0 keeps in the sandbox: only what it takes to become the agent. */
 export const SANDBOX_CAPABILITIES = ['CAP_SETUID', 'CAP_SETGID'] as const;
@@ -63,13 +60,13 @@ export async function createHardenedContainer(docker: Docker, input: ContainerSp
   const diskBytes = input.diskMb ? input.diskMb * 1024 * 1024 : undefined;
   const runtime = input.runtime ?? sandboxRuntimeOf(docker);
   // Under gVisor the sandbox's processes are tasks of its kernel (the sentry), each backed by
-  // several host threads on the ptrace platform (about 9 measured), and the host's pids cgroup
+  // several host threads on the ptrace platform (9 to 16 measured), and the host's pids cgroup
   // counts those: at the configured limit the sentry cannot make a thread and the whole sandbox
   // dies. So the sentry counts processes (RLIMIT_NPROC, which it enforces per uid inside the
   // sandbox; under runc that limit would count the uid across the host) and the host's pids limit
   // is only the backstop, sized for the sentry's threads.
   const gvisor = isGvisor(docker, runtime);
-  const pidsLimit = gvisor ? input.pids * GVISOR_HOST_THREADS_PER_TASK + GVISOR_SENTRY_THREADS : input.pids;
+  const pidsLimit = hostPidsLimit(input.pids, gvisor);
   const ulimits = [
     // RLIMIT_FSIZE is in bytes: no single file may outgrow the disk cap.
     ...(diskBytes ? [{ Name: 'fsize', Soft: diskBytes, Hard: diskBytes }] : []),

@@ -7,7 +7,7 @@ import type Docker from 'dockerode';
 import { z } from 'zod';
 import { ConfigError } from '../config/env.ts';
 import { SandboxError } from './errors.ts';
-import { isGvisor, sandboxRuntimeOf } from './runtime.ts';
+import { hostPidsLimit, isGvisor, sandboxRuntimeOf } from './runtime.ts';
 import { LABEL_MANAGED, LABEL_RUN } from './sandbox.ts';
 
 /**
@@ -674,7 +674,7 @@ export async function discoverRegistryHosts(docker: Docker, sandboxImage: string
           SecurityOpt: ['no-new-privileges'],
           Memory: 512 * 1024 * 1024,
           MemorySwap: 512 * 1024 * 1024,
-          PidsLimit: gvisor ? 64 * 16 + 512 : 64,
+          PidsLimit: hostPidsLimit(64, gvisor),
           ...(gvisor ? { Ulimits: [{ Name: 'nproc', Soft: 64, Hard: 64 }] } : {}),
           Privileged: false,
         },

@@ -122,7 +122,7 @@ export async function dockerForSandboxes(env: RuntimeEnv): Promise<Docker> {
 /** What `lilypad doctor` prints for the runtime (the same shape as its other checks). */
 export interface RuntimeDoctorResult {
   name: string;
-  status: 'OK' | 'FAIL';
+  status: 'OK' | 'WARN' | 'FAIL';
   detail: string;
   fix?: string;
 }
@@ -148,4 +148,42 @@ export async function sandboxRuntimeCheck(docker: Docker, env: RuntimeEnv): Prom
         : `register ${name || 'the runtime'} under "runtimes" in /etc/docker/daemon.json and send dockerd SIGHUP, or unset ${RUNTIME_VAR}`;
     return { name: check, status: 'FAIL', detail: (err as Error).message, fix };
   }
+}
+
+/**
+ * Host threads the pids backstop allows per sandbox process under gVisor, and for the sentry
+ * itself. Measured on the ptrace platform: an idle sandbox holds 54 host tasks; a fork bomb capped
+ * at 128 processes peaked at 1556 to 2148 host tasks in 12 runs on a quiet 2-core machine, and at
+ * 1986 to 3463 (up to 26.6 per process) in 8 runs with four busy loops beside it. A backstop of 16
+ * per process plus 512 (2560) ended the whole sandbox in CI (runsc exits 2 when the sentry cannot
+ * make a thread); 48 per process plus 1024 is about twice the highest peak seen.
+ */
+const GVISOR_HOST_THREADS_PER_TASK = 48;
+const GVISOR_SENTRY_THREADS = 1024;
+
+/** Docker's pids limit for a container whose processes are capped at `pids`: under gVisor only a backstop. */
+export function hostPidsLimit(pids: number, gvisor: boolean): number {
+  return gvisor ? pids * GVISOR_HOST_THREADS_PER_TASK + GVISOR_SENTRY_THREADS : pids;
+}
+
+/**
+ * The doctor's check of the pids backstop under gVisor against the host's pid space: every
+ * sandbox a worker runs at once may reach its backstop, and past `kernel.pid_max` the host itself
+ * runs out of process ids. Undefined when the sandboxes do not run under gVisor.
+ */
+export function gvisorPidsCheck(input: { gvisor: boolean; pids: number; concurrency: number; pidMax: number | undefined }): RuntimeDoctorResult | undefined {
+  if (!input.gvisor) return undefined;
+  const check = 'gVisor process limit';
+  const each = hostPidsLimit(input.pids, true);
+  const total = each * input.concurrency;
+  const detail = `LILYPAD_SANDBOX_PIDS=${input.pids} allows up to ${each} host threads per sandbox under gVisor (48 per process plus 1024), ${total} for ${input.concurrency} sandbox(es) at once (LILYPAD_WORKER_CONCURRENCY)`;
+  if (input.pidMax === undefined) return { name: check, status: 'OK', detail: `${detail}; this machine's kernel.pid_max could not be read` };
+  if (total <= input.pidMax) return { name: check, status: 'OK', detail: `${detail}, within kernel.pid_max (${input.pidMax})` };
+  const fitting = Math.max(1, Math.floor((Math.floor(input.pidMax / input.concurrency) - 1024) / 48));
+  return {
+    name: check,
+    status: 'WARN',
+    detail: `${detail}: more than this machine's kernel.pid_max (${input.pidMax}), so sandboxes at their process cap could leave the host without process ids`,
+    fix: `lower LILYPAD_SANDBOX_PIDS to ${fitting} or less, or raise kernel.pid_max (sysctl -w kernel.pid_max=4194304) on the engine's machine`,
+  };
 }

@@ -315,6 +315,24 @@ faultTest(
   },
 );
 
+/**
+ * The host's count of the sandbox's tasks (peak of limit), read from its pids cgroup when this
+ * machine exposes it: under gVisor the sandbox's processes are backed by many host threads, and a
+ * peak at the limit ends the whole sandbox. Empty when the cgroup cannot be read.
+ */
+const hostTasks = (id: string): string => {
+  for (const dir of [`/sys/fs/cgroup/pids/docker/${id}`, `/sys/fs/cgroup/system.slice/docker-${id}.scope`]) {
+    try {
+      const peak = readFileSync(`${dir}/pids.peak`, 'utf8').trim();
+      const max = readFileSync(`${dir}/pids.max`, 'utf8').trim();
+      return `; host tasks peaked at ${peak} of ${max}`;
+    } catch {
+      // not this cgroup layout
+    }
+  }
+  return '';
+};
+
 faultTest('a fork bomb in a Bash call', 'stops at the pids limit and the call ends at its timeout; the sandbox and the worker keep working', async () => {
   const sb = await Sandbox.create(docker, options(uniq('forkbomb')));
   try {
@@ -323,7 +341,7 @@ faultTest('a fork bomb in a Bash call', 'stops at the pids limit and the call en
     const procs = await agentProcs(sb);
     const next = await bash(sb, 'echo alive');
     const ok = /^Timed out after 5\.0s|^Exit code/.test(res.value?.observation ?? '') && next.observation.includes('alive') && procs === 0 && (await bystanderFine());
-    return { observed: `${JSON.stringify((res.value?.observation ?? res.error?.message ?? '').split('\n')[0])} after ${res.ms} ms; ${procs} left after takeOver; next call answered; bystander answered`, pass: ok };
+    return { observed: `${JSON.stringify((res.value?.observation ?? res.error?.message ?? '').split('\n')[0])} after ${res.ms} ms; ${procs} left after takeOver; next call answered; bystander answered${hostTasks(sb.id)}`, pass: ok };
   } finally {
     await sb.destroy();
   }
