@@ -104,14 +104,30 @@ function readBounded(req: GuardedRequest, res: ServerResponse, limits: WebhookLi
   });
 }
 
+/**
+ * How long a refused connection stays half-closed before it is destroyed: time for a client still
+ * sending its body to read the answer. Destroying a socket with unread data sends a reset, and the
+ * reset throws the answer away on the client's side before it has read it.
+ */
+const REFUSED_LINGER_MS = 2000;
+
 /** Answers and closes the connection, without reading the rest of the body. */
 function refuse(req: IncomingMessage, res: ServerResponse, status: number, message: string): void {
-  if (!res.headersSent) {
-    res.writeHead(status, { 'content-type': 'application/json', connection: 'close' });
-    res.end(JSON.stringify({ error: message }), () => req.socket.destroy());
-  } else {
-    req.socket.destroy();
-  }
-  // Read no more of what is left of the body; the connection closes once the answer is out.
+  // Read no more of what is left of the body: the client's writes stall once the buffers fill.
   req.pause();
+  const socket = req.socket;
+  if (res.headersSent) {
+    socket.destroy();
+    return;
+  }
+  // Node's server ends a `connection: close` answer with socket.destroySoon(), which destroys the
+  // socket as soon as the answer is written: with the body unread, that is the reset. Here the
+  // socket stops reading, half-closes (FIN after the answer) and is destroyed after the linger.
+  socket.destroySoon = () => {
+    socket.pause();
+    socket.end();
+    setTimeout(() => socket.destroy(), REFUSED_LINGER_MS).unref();
+  };
+  res.writeHead(status, { 'content-type': 'application/json', connection: 'close' });
+  res.end(JSON.stringify({ error: message }));
 }

@@ -153,13 +153,14 @@ export async function sandboxRuntimeCheck(docker: Docker, env: RuntimeEnv): Prom
 /**
  * Host threads the pids backstop allows per sandbox process under gVisor, and for the sentry
  * itself. Measured on the ptrace platform: an idle sandbox holds 54 host tasks; a fork bomb capped
- * at 128 processes peaked at 1556 to 2148 host tasks in 12 runs on a quiet 2-core machine, and at
- * 1986 to 3463 (up to 26.6 per process) in 8 runs with four busy loops beside it. A backstop of 16
- * per process plus 512 (2560) ended the whole sandbox in CI (runsc exits 2 when the sentry cannot
- * make a thread); 48 per process plus 1024 is about twice the highest peak seen.
+ * at 128 processes peaked at 1556 to 2148 host tasks in 12 runs on a quiet 2-core machine, at 1986
+ * to 3463 in 8 runs with four busy loops beside it, and at 6163 in a CI run (48 per process). A
+ * sentry that cannot make a thread ends the whole sandbox (runsc exits 2), as a backstop of 16 per
+ * process plus 512 (2560) did in CI. The sentry's Go runtime stops at 10000 threads of its own in
+ * any case; 64 per process plus 2048 is 10240 for the fault suite's 128 processes, just above it.
  */
-const GVISOR_HOST_THREADS_PER_TASK = 48;
-const GVISOR_SENTRY_THREADS = 1024;
+const GVISOR_HOST_THREADS_PER_TASK = 64;
+const GVISOR_SENTRY_THREADS = 2048;
 
 /** Docker's pids limit for a container whose processes are capped at `pids`: under gVisor only a backstop. */
 export function hostPidsLimit(pids: number, gvisor: boolean): number {
@@ -176,10 +177,10 @@ export function gvisorPidsCheck(input: { gvisor: boolean; pids: number; concurre
   const check = 'gVisor process limit';
   const each = hostPidsLimit(input.pids, true);
   const total = each * input.concurrency;
-  const detail = `LILYPAD_SANDBOX_PIDS=${input.pids} allows up to ${each} host threads per sandbox under gVisor (48 per process plus 1024), ${total} for ${input.concurrency} sandbox(es) at once (LILYPAD_WORKER_CONCURRENCY)`;
+  const detail = `LILYPAD_SANDBOX_PIDS=${input.pids} allows up to ${each} host threads per sandbox under gVisor (${GVISOR_HOST_THREADS_PER_TASK} per process plus ${GVISOR_SENTRY_THREADS}), ${total} for ${input.concurrency} sandbox(es) at once (LILYPAD_WORKER_CONCURRENCY)`;
   if (input.pidMax === undefined) return { name: check, status: 'OK', detail: `${detail}; this machine's kernel.pid_max could not be read` };
   if (total <= input.pidMax) return { name: check, status: 'OK', detail: `${detail}, within kernel.pid_max (${input.pidMax})` };
-  const fitting = Math.max(1, Math.floor((Math.floor(input.pidMax / input.concurrency) - 1024) / 48));
+  const fitting = Math.max(1, Math.floor((Math.floor(input.pidMax / input.concurrency) - GVISOR_SENTRY_THREADS) / GVISOR_HOST_THREADS_PER_TASK));
   return {
     name: check,
     status: 'WARN',

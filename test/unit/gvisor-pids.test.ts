@@ -5,7 +5,7 @@ import { gvisorPidsCheck, hostPidsLimit } from '../../src/sandbox/runtime.ts';
 
 // Under gVisor (ptrace platform) each sandbox process is backed by many host threads, and the
 // sentry dies when Docker's pids limit refuses it one: the fault suite's fork bomb peaked at 3463
-// host tasks for 128 processes with the machine busy. The backstop must stay above that, and the
+// host tasks for 128 processes with the machine busy here, and at 6163 in CI. The backstop must stay above that, and the
 // doctor must say when the backstops of a worker's sandboxes together outgrow the host's pid space.
 
 test('under runc the pids limit is the process cap itself', () => {
@@ -16,6 +16,8 @@ test('under runc the pids limit is the process cap itself', () => {
 test("under gVisor the host's pids limit leaves room above the highest peak measured", () => {
   // 3463 host tasks for a fork bomb capped at 128 processes (four busy loops beside it).
   assert.ok(hostPidsLimit(128, true) >= 2 * 3463, `backstop ${hostPidsLimit(128, true)} for 128 processes`);
+  // 6163 in a CI run, where a backstop of 7168 was nearly reached.
+  assert.ok(hostPidsLimit(128, true) >= 1.5 * 6163, `backstop ${hostPidsLimit(128, true)} for 128 processes`);
   // The registry-discovery container (64 processes) and the idle sentry (54 host tasks).
   assert.ok(hostPidsLimit(64, true) > 64 * 27 + 54);
 });

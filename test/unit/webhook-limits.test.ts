@@ -117,3 +117,35 @@ describe('createLimitedServer', () => {
     assert.ok(closedAfter < 1500, `closed after ${closedAfter} ms`);
   });
 });
+
+describe('a refused body: the client gets the answer even while it is still sending', () => {
+  // A client that writes a large body before it reads (as most HTTP clients do) must still see the
+  // 413: closing a socket with unread data sends a reset, which throws away the answer on the
+  // client's side before it reads it. The server half-closes and stops reading instead.
+  const refusedWhileSending = (contentLength: number | undefined) =>
+    new Promise<string>((resolve) => {
+      const s = net.connect({ host: '127.0.0.1', port });
+      let got = '';
+      s.on('error', (err) => resolve(`${got}<error ${(err as NodeJS.ErrnoException).code}>`));
+      s.on('close', () => resolve(got));
+      const head = contentLength === undefined ? 'transfer-encoding: chunked\r\n' : `content-length: ${contentLength}\r\n`;
+      s.write(`POST /big HTTP/1.1\r\nhost: x\r\n${head}\r\n`);
+      const chunk = Buffer.alloc(256 * 1024, 'x');
+      const frame = contentLength === undefined ? Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]) : chunk;
+      for (let i = 0; i < 16; i++) s.write(frame);
+      // Read only after a while, as a client busy sending would.
+      s.pause();
+      setTimeout(() => {
+        s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+        s.resume();
+      }, 300);
+    });
+
+  test('declared too large (Content-Length)', async () => {
+    assert.match(await refusedWhileSending(200 * 1024 * 1024), /^HTTP\/1\.1 413 /);
+  });
+
+  test('found too large while reading (chunked)', async () => {
+    assert.match(await refusedWhileSending(undefined), /^HTTP\/1\.1 413 /);
+  });
+});
