@@ -275,3 +275,17 @@ function decimalDigitValue(cp: number): number {
   while (start > 0 && DECIMAL_DIGIT.test(String.fromCodePoint(start - 1))) start--;
   return (cp - start) % 10;
 }
+
+/**
+ * The first line of a timed-out call's observation, `Timed out after <t>s`, with t formatted as
+ * Python's `f"{t:.1f}"` does (the toolbox's own line): halfway cases round to even there, where
+ * JavaScript's toFixed rounds them up (1.25 reads 1.2, not 1.3).
+ */
+export function timedOutLine(seconds: number): string {
+  // A double lies exactly halfway between two tenths only at an odd number of quarters (x.25, x.75);
+  // multiplying by 4 or 2 is exact, so this test is too. Elsewhere toFixed rounds the exact value.
+  const halfway = Number.isInteger(seconds * 4) && !Number.isInteger(seconds * 2);
+  const floor = Math.floor(seconds * 10);
+  const text = halfway ? ((floor % 2 === 0 ? floor : floor + 1) / 10).toFixed(1) : seconds.toFixed(1);
+  return `Timed out after ${text}s`;
+}

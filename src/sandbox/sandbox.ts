@@ -11,7 +11,7 @@ import { SandboxDeadlineError, withDeadline } from './deadline.ts';
 import { createHardenedContainer, resolveAgentUser } from './container-spec.ts';
 import { execOnce } from './exec-once.ts';
 import { execReplySchema, helloSchema, reaperReplySchema, toolReplySchema, type ToolMeta } from './protocol.ts';
-import { bashTimeout } from './bash-timeout.ts';
+import { bashTimeout, timedOutLine } from './bash-timeout.ts';
 import { probeAgentIdentity, type AgentIdentity } from './agent-identity.ts';
 import { checkToolboxHello, ToolboxIdentityError } from './toolbox-hello.ts';
 import { agentIdsEnv, reaperArgv, ROOT_USER, TOOLBOX_SOURCE, toolboxEnv, toolboxLaunchArgv } from './toolbox-launch.ts';
@@ -372,7 +372,12 @@ export class Sandbox {
       await this.takeOver();
       this.recoveries++;
       if (err instanceof SandboxDeadlineError) {
-        const observation = name === 'Bash' ? `Timed out after ${(deadlineMs / 1000).toFixed(1)}s\nSTDOUT:\n\nSTDERR:\n` : `TimeoutError: the ${name} call did not finish within ${deadlineMs / 1000} seconds`;
+        // The model reads the timeout its call was given, as the reference would show it; that the
+        // host's deadline (the timeout plus the margin) ended it is Lilypad's business (meta, logs).
+        const observation =
+          name === 'Bash'
+            ? `${timedOutLine(bash && 'seconds' in bash ? bash.seconds : deadlineMs / 1000)}\nSTDOUT:\n\nSTDERR:\n`
+            : `TimeoutError: the ${name} call did not finish within ${deadlineMs / 1000} seconds`;
         return { observation, meta: { error: true, interrupted: true }, elapsed: deadlineMs / 1000 };
       }
       const observation = name === 'Bash' ? 'Exit code: -9\nSTDOUT:\n\nSTDERR:\n' : `OSError: the ${name} call was interrupted`;

@@ -1,6 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { bashTimeout, callCapSeconds } from '../../src/sandbox/bash-timeout.ts';
+import { bashTimeout, callCapSeconds, timedOutLine } from '../../src/sandbox/bash-timeout.ts';
 
 // Every rule of the Bash timeout in docs/leaf-interface.md, Lilypad's cap and the run's budget.
 // test/integration/bash-timeout-reference.test.ts holds the same function to the reference's
@@ -139,4 +139,15 @@ describe("the Bash cap: the run's remaining budget", () => {
     assert.equal(callCapSeconds(1800, 0.1), 1);
     assert.equal(callCapSeconds(1800, -5), 1);
   });
+});
+
+test("a call the host's deadline ended reads as the toolbox's own timeout line: Python's one-decimal rounding", () => {
+  // Expected values printed by python3 `f"Timed out after {t:.1f}s"`: exact halves of a tenth
+  // (odd quarters) round to even, and values that only look halfway round by their exact value.
+  const python: Array<[number, string]> = [
+    [0.25, '0.2'], [0.75, '0.8'], [1.25, '1.2'], [2.25, '2.2'], [999.75, '999.8'],
+    [1.05, '1.1'], [0.35, '0.3'], [1.15, '1.1'], [0.45, '0.5'],
+    [0.1, '0.1'], [2.5, '2.5'], [5, '5.0'], [120, '120.0'], [1000, '1000.0'],
+  ];
+  for (const [t, shown] of python) assert.equal(timedOutLine(t), `Timed out after ${shown}s`, `t=${t}`);
 });
