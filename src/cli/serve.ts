@@ -5,7 +5,7 @@ import { Probot, createNodeMiddleware } from 'probot';
 import { envFilePath } from '../config/dotenv.ts';
 import { loadEnv, type Env } from '../config/env.ts';
 import { GitHubApp, githubEndpoints } from '../github/app-auth.ts';
-import { createRegistration, isLoopbackUrl, registrationBaseUrl, SETUP_PATH, WEBHOOK_PATH } from '../github/registration.ts';
+import { answerRegisteredSetupPages, createRegistration, isLoopbackUrl, registrationBaseUrl, SETUP_PATH, WEBHOOK_PATH } from '../github/registration.ts';
 import { createLimitedServer, type GuardedRequest } from '../github/webhook-limits.ts';
 import { lilypadApp } from '../github/webhooks.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
@@ -236,6 +236,7 @@ async function appHandler(env: Env, creds: AppCredentials, redisUrl: string, log
   const extras = mountWebExtras(env, redisUrl, logger);
   return {
     async handle(req, res) {
+      if (answerRegisteredSetupPages(req, res, creds.appId)) return;
       if (await extras.handle(req, res)) return;
       await webhooks(req, res, () => {
         if (!res.headersSent) res.writeHead(404).end();
