@@ -66,6 +66,21 @@ export function isLoopbackUrl(url: string): boolean {
   return host === 'localhost' || host.endsWith('.localhost') || /^127\./.test(host) || host === '::1' || host === '0.0.0.0' || host === '::';
 }
 
+/**
+ * What to do when the address GitHub would send webhooks to is loopback, or null when it is not.
+ * It says whether LILYPAD_PUBLIC_URL is unset or set to a loopback address: "set it" to someone who
+ * has set it reads as if the setting were not read.
+ */
+export function unreachableAddressAdvice(env: RegistrationEnv): string | null {
+  const base = registrationBaseUrl(env);
+  if (!isLoopbackUrl(base)) return null;
+  const where = `an address GitHub can reach (a reverse proxy or a tunnel to port ${env.PORT})`;
+  const fix = env.LILYPAD_PUBLIC_URL
+    ? `LILYPAD_PUBLIC_URL is set to a loopback address: change it to ${where}`
+    : `LILYPAD_PUBLIC_URL is not set, so Lilypad offers its own address: set LILYPAD_PUBLIC_URL to ${where}`;
+  return `GitHub cannot reach ${base}: ${fix} and restart before registering, so that webhooks arrive (only a GitHub Enterprise Server on this same machine can reach a loopback address)`;
+}
+
 /** The app manifest GitHub's "create app" form receives: app.yml's name, events and permissions, URLs under the public URL. */
 export function buildManifest(env: RegistrationEnv, appYml: string = readFileSync(APP_YML, 'utf8')): Record<string, unknown> {
   const parsed = appYmlSchema.safeParse(parseYaml(appYml));
@@ -155,7 +170,7 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
   let resolve!: (app: RegisteredApp) => void;
   const registered = new Promise<RegisteredApp>((r) => (resolve = r));
   const base = registrationBaseUrl(env);
-  const unreachable = isLoopbackUrl(base);
+  const unreachable = unreachableAddressAdvice(env);
 
   async function convert(code: string): Promise<RegisteredApp> {
     const url = `${githubEndpoints(env).apiUrl}/app-manifests/${encodeURIComponent(code)}/conversions`;
@@ -212,7 +227,7 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
       .map(([name, level]) => `<code>${escapeHtml(name)}: ${escapeHtml(level)}</code>`)
       .join(', ');
     const warning = unreachable
-      ? `<p class="warn"><b>GitHub cannot reach ${escapeHtml(base)}.</b> GitHub will send webhooks to <code>${escapeHtml(base)}${WEBHOOK_PATH}</code>, a loopback address. Set <code>LILYPAD_PUBLIC_URL</code> to an address GitHub can reach (this machine's public name behind a reverse proxy, or a tunnel to port ${env.PORT}) and restart before you register; or register now and change the webhook URL in the app's settings later.</p>`
+      ? `<p class="warn"><b>GitHub cannot reach ${escapeHtml(base)}.</b> GitHub will send webhooks to <code>${escapeHtml(base)}${WEBHOOK_PATH}</code>, a loopback address. ${escapeHtml(unreachable.slice(unreachable.indexOf(': ') + 2))}; or register now and change the webhook URL in the app's settings later.</p>`
       : '';
     page(
       res,
