@@ -11,6 +11,7 @@ import { interpretResponse } from '../agent/response.ts';
 import { LEAF_TOOLS } from '../agent/tools.ts';
 import { Sandbox, createDockerClient } from '../sandbox/sandbox.ts';
 import { extraCaCheck, readImageCaStore } from './doctor-ca.ts';
+import { githubAppChecks } from './doctor-github.ts';
 
 export type CheckStatus = 'OK' | 'WARN' | 'FAIL';
 export interface CheckResult {
@@ -28,7 +29,8 @@ const HELP = `Usage: lilypad doctor [--base-url <url>] [--model <name>] [--json]
 
 Checks the Docker engine, the sandbox image, whether setup needs LILYPAD_EXTRA_CA_CERTS (this
 machine trusts a CA of its own that the sandbox does not), Redis (REDIS_URL, or the private Redis
-that \`lilypad start\` would run without it) and the model endpoint.
+that \`lilypad start\` would run without it), the model endpoint, and the GitHub App (registered or
+not; its credentials against GitHub and its installations).
 
 Options:
   --base-url <url>  OpenAI-compatible endpoint to check (default: OPENAI_BASE_URL)
@@ -74,6 +76,7 @@ export async function doctorCommand(argv: string[]): Promise<number> {
   report(extraCaCheck(env, { env: process.env, imageStore }));
   report(env.REDIS_URL ? await redisCheck(env.REDIS_URL) : await privateRedisCheck(env));
   for (const check of await modelChecks(env)) report(check);
+  for (const check of await githubAppChecks(env)) report(check);
   if (values.json) process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
   return results.some((r) => r.status === 'FAIL') ? 1 : 0;
 }

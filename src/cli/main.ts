@@ -10,7 +10,7 @@ Commands:
   web      Run only the webhook server (queues jobs in Redis)
   worker   Run only a worker (takes jobs from Redis; run many, on many machines)
   run      Work on one issue in a local repository and write patch, trajectory and result
-  doctor   Check the Docker engine, the sandbox image, Redis and the model endpoint
+  doctor   Check the Docker engine, the sandbox image, Redis, the model endpoint and the GitHub App
   eval     Measure resolve rate and cost per resolved issue on your own issues, across endpoints
   config   Print a repository's effective configuration and where each value came from
   version  Print the version (also --version, -V)

@@ -171,7 +171,11 @@ export async function startPrivateRedis(opts: StartPrivateRedisOptions): Promise
 async function startProcess(dir: string, port: number, password: string): Promise<{ stop: () => Promise<void>; container?: string }> {
   const conf = path.join(dir, 'redis.conf');
   writeFileSync(conf, configText({ port, password, dataDir: dir, bind: '127.0.0.1' }), { mode: 0o600 });
-  const child: ChildProcess = spawn('redis-server', [conf], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and redis-server
+  // would exit at once, under the worker still shutting down (a burst of "Redis is unreachable"
+  // lines, and jobs in flight not handed back). Lilypad stops it last, itself; one that outlives a
+  // killed Lilypad is adopted by the next start.
+  const child: ChildProcess = spawn('redis-server', [conf], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
   let stderr = '';
   let exit: string | null = null;
   child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));

@@ -11,6 +11,7 @@ import { dockerForSandboxes } from '../sandbox/runtime.ts';
 import { LABEL_RUN } from '../sandbox/sandbox.ts';
 import { parseCommandArgs, positiveInt } from './args.ts';
 import { lazySetupProxy } from './setup-proxy.ts';
+import { dropTerminalWritesAfterHangup, STOP_SIGNALS } from '../shared/stop-signals.ts';
 import { UsageError } from '../shared/usage-error.ts';
 
 const HELP = `Usage: lilypad run --repo <path> (--issue <file.md> | --title <text> [--body <text>]) [options]
@@ -105,8 +106,8 @@ export async function runCommand(argv: string[]): Promise<number> {
     controller.abort(new Error(`received ${sig}`));
     if (signals > 1) process.exit(130);
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  dropTerminalWritesAfterHangup();
+  for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
 
   const runId = newRunId();
   const outDir = path.resolve(values.out ?? path.join(env.LILYPAD_DATA_DIR, 'runs', runId));
@@ -143,8 +144,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     });
   } finally {
     await proxy?.stop();
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
   }
   if (tty) process.stderr.write('\n');
   process.stdout.write(summary(result));

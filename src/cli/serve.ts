@@ -5,7 +5,7 @@ import { Probot, createNodeMiddleware } from 'probot';
 import { envFilePath } from '../config/dotenv.ts';
 import { loadEnv, type Env } from '../config/env.ts';
 import { GitHubApp, githubEndpoints } from '../github/app-auth.ts';
-import { createRegistration, isLoopbackUrl, registrationBaseUrl, SETUP_PATH, WEBHOOK_PATH } from '../github/registration.ts';
+import { answerRegisteredSetupPages, createRegistration, registrationBaseUrl, SETUP_PATH, unreachableAddressAdvice, WEBHOOK_PATH } from '../github/registration.ts';
 import { createLimitedServer, type GuardedRequest } from '../github/webhook-limits.ts';
 import { lilypadApp } from '../github/webhooks.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
@@ -143,9 +143,8 @@ async function register(env: Env, web: WebServer, logger: Logger, stopRequested:
   web.setHandler(registration.handle);
   const base = registrationBaseUrl(env);
   logger.info(`no GitHub App credentials: open ${base}${SETUP_PATH} to register Lilypad as a GitHub App (from app.yml); the credentials are written to ${file}`);
-  if (isLoopbackUrl(base)) {
-    logger.warn(`GitHub cannot reach ${base}: set LILYPAD_PUBLIC_URL to an address GitHub can reach (a reverse proxy or a tunnel to port ${env.PORT}) before registering, so that webhooks arrive`);
-  }
+  const unreachable = unreachableAddressAdvice(env);
+  if (unreachable) logger.warn(unreachable);
   const app = await Promise.race([registration.registered, stopRequested.then(() => null)]);
   if (!app) return false;
   const values: Record<string, string> = {
@@ -236,6 +235,7 @@ async function appHandler(env: Env, creds: AppCredentials, redisUrl: string, log
   const extras = mountWebExtras(env, redisUrl, logger);
   return {
     async handle(req, res) {
+      if (answerRegisteredSetupPages(req, res, creds.appId)) return;
       if (await extras.handle(req, res)) return;
       await webhooks(req, res, () => {
         if (!res.headersSent) res.writeHead(404).end();

@@ -66,6 +66,21 @@ export function isLoopbackUrl(url: string): boolean {
   return host === 'localhost' || host.endsWith('.localhost') || /^127\./.test(host) || host === '::1' || host === '0.0.0.0' || host === '::';
 }
 
+/**
+ * What to do when the address GitHub would send webhooks to is loopback, or null when it is not.
+ * It says whether LILYPAD_PUBLIC_URL is unset or set to a loopback address: "set it" to someone who
+ * has set it reads as if the setting were not read.
+ */
+export function unreachableAddressAdvice(env: RegistrationEnv): string | null {
+  const base = registrationBaseUrl(env);
+  if (!isLoopbackUrl(base)) return null;
+  const where = `an address GitHub can reach (a reverse proxy or a tunnel to port ${env.PORT})`;
+  const fix = env.LILYPAD_PUBLIC_URL
+    ? `LILYPAD_PUBLIC_URL is set to a loopback address: change it to ${where}`
+    : `LILYPAD_PUBLIC_URL is not set, so Lilypad offers its own address: set LILYPAD_PUBLIC_URL to ${where}`;
+  return `GitHub cannot reach ${base}: ${fix} and restart before registering, so that webhooks arrive (only a GitHub Enterprise Server on this same machine can reach a loopback address)`;
+}
+
 /** The app manifest GitHub's "create app" form receives: app.yml's name, events and permissions, URLs under the public URL. */
 export function buildManifest(env: RegistrationEnv, appYml: string = readFileSync(APP_YML, 'utf8')): Record<string, unknown> {
   const parsed = appYmlSchema.safeParse(parseYaml(appYml));
@@ -97,6 +112,38 @@ export function createAppUrl(env: RegistrationEnv, state: string): string {
   return `${webOrigin(env)}${owner}/settings/apps/new?state=${encodeURIComponent(state)}`;
 }
 
+function page(res: ServerResponse, status: number, title: string, body: string): void {
+  res.writeHead(status, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'x-frame-options': 'DENY' });
+  res.end(`<!doctype html><html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:44rem;margin:3rem auto;padding:0 1rem}code{background:#f3f3f3;padding:0 .2em}.warn{border-left:4px solid #d29922;padding:.5rem 1rem;background:#fff8e5}button{font-size:1rem;padding:.5rem 1rem}</style>
+</head><body><h1>${escapeHtml(title)}</h1>${body}</body></html>`);
+}
+
+const INSTALLED_BODY = '<p>Label an issue <code>lilypad</code> (or comment <code>/lilypad</code>) in a repository you installed it on; a draft pull request follows.</p>';
+
+/**
+ * The setup addresses once the app exists. GitHub sends the browser to the manifest's setup_url
+ * (/setup/installed) after every installation, and installing comes after registering, so the
+ * running app must answer it; /setup and its callback, opened again, say the app exists instead of
+ * a bare 404. Returns false for every other request.
+ */
+export function answerRegisteredSetupPages(req: GuardedRequest, res: ServerResponse, appId: number): boolean {
+  if (req.method !== 'GET') return false;
+  const pathname = new URL(req.url ?? '/', 'http://lilypad.invalid').pathname;
+  if (pathname === INSTALLED_PATH) {
+    page(res, 200, 'Lilypad is installed', INSTALLED_BODY);
+    return true;
+  }
+  if (pathname !== SETUP_PATH && pathname !== CALLBACK_PATH) return false;
+  page(
+    res,
+    200,
+    'Lilypad is already registered',
+    `<p>This Lilypad runs as the GitHub App with id ${appId} (<code>APP_ID</code>); install it on more organisations or repositories from the app's page on GitHub. To register a new app instead, remove <code>APP_ID</code>, <code>PRIVATE_KEY</code>, <code>WEBHOOK_SECRET</code>, <code>GITHUB_CLIENT_ID</code> and <code>GITHUB_CLIENT_SECRET</code> from <code>.env</code> and restart Lilypad.</p>`,
+  );
+  return true;
+}
+
 export interface RegistrationServer {
   /** Answers every request while Lilypad has no credentials. */
   handle(req: GuardedRequest, res: ServerResponse): Promise<void>;
@@ -123,14 +170,7 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
   let resolve!: (app: RegisteredApp) => void;
   const registered = new Promise<RegisteredApp>((r) => (resolve = r));
   const base = registrationBaseUrl(env);
-  const unreachable = isLoopbackUrl(base);
-
-  const page = (res: ServerResponse, status: number, title: string, body: string) => {
-    res.writeHead(status, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'x-frame-options': 'DENY' });
-    res.end(`<!doctype html><html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
-<style>body{font:16px/1.5 system-ui,sans-serif;max-width:44rem;margin:3rem auto;padding:0 1rem}code{background:#f3f3f3;padding:0 .2em}.warn{border-left:4px solid #d29922;padding:.5rem 1rem;background:#fff8e5}button{font-size:1rem;padding:.5rem 1rem}</style>
-</head><body><h1>${escapeHtml(title)}</h1>${body}</body></html>`);
-  };
+  const unreachable = unreachableAddressAdvice(env);
 
   async function convert(code: string): Promise<RegisteredApp> {
     const url = `${githubEndpoints(env).apiUrl}/app-manifests/${encodeURIComponent(code)}/conversions`;
@@ -187,7 +227,7 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
       .map(([name, level]) => `<code>${escapeHtml(name)}: ${escapeHtml(level)}</code>`)
       .join(', ');
     const warning = unreachable
-      ? `<p class="warn"><b>GitHub cannot reach ${escapeHtml(base)}.</b> GitHub will send webhooks to <code>${escapeHtml(base)}${WEBHOOK_PATH}</code>, a loopback address. Set <code>LILYPAD_PUBLIC_URL</code> to an address GitHub can reach (this machine's public name behind a reverse proxy, or a tunnel to port ${env.PORT}) and restart before you register; or register now and change the webhook URL in the app's settings later.</p>`
+      ? `<p class="warn"><b>GitHub cannot reach ${escapeHtml(base)}.</b> GitHub will send webhooks to <code>${escapeHtml(base)}${WEBHOOK_PATH}</code>, a loopback address. ${escapeHtml(unreachable.slice(unreachable.indexOf(': ') + 2))}; or register now and change the webhook URL in the app's settings later.</p>`
       : '';
     page(
       res,
@@ -226,7 +266,7 @@ ${warning}
       if (url.pathname === SETUP_PATH) return setupPage(res);
       if (url.pathname === CALLBACK_PATH) return onCallback(req, res, url.searchParams);
       if (url.pathname === INSTALLED_PATH) {
-        return page(res, 200, 'Lilypad is installed', '<p>Label an issue <code>lilypad</code> (or comment <code>/lilypad</code>) in a repository you installed it on; a draft pull request follows.</p>');
+        return page(res, 200, 'Lilypad is installed', INSTALLED_BODY);
       }
       res.writeHead(404, { 'content-type': 'text/plain' }).end(`Not found. Lilypad is not registered yet: open ${SETUP_PATH}.\n`);
     },

@@ -1,8 +1,10 @@
 import { spawn } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { startGitHubStandin } from '../support/github-standin/index.ts';
 import { startModelServer, type ModelServer, type ModelServerOptions } from '../support/model-server.ts';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
@@ -112,5 +114,37 @@ describe('lilypad doctor', () => {
     assert.match(out, /npm run images/);
     assert.match(line(out, 'redis'), /^FAIL /);
     assert.match(line(out, 'model endpoint'), /^FAIL .*127\.0\.0\.1:9/);
+  });
+
+  test('the GitHub App: not registered (and where to register), credentials GitHub accepts or refuses, installed or not', async () => {
+    const model = await serve({});
+    const gh = await startGitHubStandin({ appSlug: 'lilypad' });
+    try {
+      const base = { OPENAI_BASE_URL: model.url, GHE_HOST: gh.host, GHE_PROTOCOL: 'http' };
+      const fixOf = (out: string, name: string) => out.split('\n')[out.split('\n').indexOf(line(out, name)) + 1] ?? '';
+
+      const unregistered = await doctor(base);
+      assert.match(line(unregistered.out, 'github app'), /^WARN github app: not registered yet/);
+      assert.match(fixOf(unregistered.out, 'github app'), /fix: run `npm start` and open http:\/\/localhost:3000\/setup/);
+      assert.match(line(unregistered.out, 'public address'), /^WARN public address: GitHub cannot reach http:\/\/localhost:3000/);
+
+      const creds = { ...base, APP_ID: String(gh.appId), PRIVATE_KEY: gh.privateKeyPem, WEBHOOK_SECRET: gh.webhookSecret, LILYPAD_PUBLIC_URL: 'https://lilypad.example.com' };
+      const nowhere = await doctor(creds);
+      assert.match(line(nowhere.out, 'github app'), /^WARN github app: lilypad \(id \d+\) at http:\/\/127\.0\.0\.1:\d+\/api\/v3 is installed nowhere/);
+      assert.match(fixOf(nowhere.out, 'github app'), /installations\/new/);
+      assert.equal(line(nowhere.out, 'public address'), '');
+
+      gh.createInstallation({ login: 'acme', type: 'Organization' });
+      const installed = await doctor(creds);
+      assert.match(line(installed.out, 'github app'), /^OK   github app: lilypad \(id \d+\) at .*, installed on acme$/);
+
+      const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+      const wrongKey = await doctor({ ...creds, PRIVATE_KEY: privateKey.export({ type: 'pkcs1', format: 'pem' }).toString() });
+      assert.equal(wrongKey.code, 1, wrongKey.out);
+      assert.match(line(wrongKey.out, 'github app'), /^FAIL github app: GET .*\/app as app \d+ failed: HTTP 401/);
+      assert.match(fixOf(wrongKey.out, 'github app'), /APP_ID and PRIVATE_KEY do not belong together/);
+    } finally {
+      await gh.close();
+    }
   });
 });

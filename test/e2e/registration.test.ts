@@ -116,3 +116,51 @@ test('with credentials but no Redis, start stops at once and says what to do', a
   assert.equal(code, 2);
   assert.match(err, /cannot reach Redis at redis:\/\/127\.0\.0\.1:9 \(connect ECONNREFUSED.*\)\. Start Redis, or point REDIS_URL at it\./);
 });
+
+test('once registered, the setup addresses answer: GitHub sends the browser to /setup/installed after an installation', async () => {
+  const { generateKeyPairSync } = await import('node:crypto');
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const port = await freePort();
+  const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+  const prefix = `lilypad-installed-test-${process.pid}`;
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin/lilypad.js'), 'web'], {
+    cwd: mkdtempSync(path.join(os.tmpdir(), 'lilypad-installed-')),
+    env: {
+      PATH: process.env['PATH'] ?? '',
+      HOME: os.tmpdir(),
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      LOG_LEVEL: 'info',
+      APP_ID: '7',
+      PRIVATE_KEY: privateKey.export({ type: 'pkcs1', format: 'pem' }).toString(),
+      WEBHOOK_SECRET: 'x',
+      REDIS_URL: redisUrl,
+      LILYPAD_QUEUE_PREFIX: prefix,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  try {
+    await waitFor(() => out.includes('webhook server listening'), 'the webhook server', 30_000);
+    const installed = await fetch(`http://127.0.0.1:${port}/setup/installed?installation_id=1&setup_action=install`);
+    assert.equal(installed.status, 200);
+    assert.match(await installed.text(), /Lilypad is installed.*Label an issue <code>lilypad<\/code>/s);
+    const setup = await fetch(`http://127.0.0.1:${port}/setup`);
+    assert.equal(setup.status, 200);
+    const html = await setup.text();
+    assert.match(html, /already registered.*id 7.*remove <code>APP_ID<\/code>/s);
+    assert.doesNotMatch(html, /<form/);
+  } finally {
+    const exited = new Promise((resolve) => child.once('close', resolve));
+    child.kill('SIGINT');
+    await exited;
+    // The queues' keys this process made in the shared Redis.
+    const { Redis } = await import('ioredis');
+    const redis = new Redis(redisUrl);
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+  }
+});

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,6 +9,7 @@ import { startModelServer, type ModelServer, type ScriptedReply } from '../suppo
 import { CALC_REPO, makeRepo } from '../support/fixture-repo.ts';
 import { startCli } from '../support/run-cli.ts';
 
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const docker = createDockerClient();
 
 const containersOf = async (runId: string) => (await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN}=${runId}`] } })).length;
@@ -132,6 +133,32 @@ describe('lilypad run', () => {
       assert.equal(result.exit_reason, 'cancelled');
     });
   }
+
+  test('the terminal closing (SIGHUP, and every later write to it fails with EIO) stops the run and removes its container', async () => {
+    const server = await startModelServer({ script: [{ hang: true }] });
+    servers.push(server);
+    const repo = makeRepo(CALC_REPO);
+    const out = mkdtempSync(path.join(os.tmpdir(), 'lilypad-out-'));
+    // `script` gives the run a real terminal; killing it closes the terminal, as shutting a window does.
+    const cmd = [process.execPath, path.join(ROOT, 'bin/lilypad.js'), 'run', '--repo', repo, '--title', 'Hang', '--out', out, '--base-url', server.url].map((a) => `'${a}'`).join(' ');
+    const term = spawn('script', ['-qfec', cmd, '/dev/null'], { cwd: ROOT, env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir() }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    let seen = '';
+    term.stdout.on('data', (d: Buffer) => (seen += d.toString()));
+    for (let i = 0; i < 600 && server.chatRequests().length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    const runId = /lilypad run (run-\S+):/.exec(seen)?.[1];
+    assert.ok(runId, seen);
+    assert.ok((await containersOf(runId)) >= 1, 'the sandbox exists while the agent runs');
+    term.kill('SIGKILL');
+    let left = 1;
+    for (let i = 0; i < 300 && (left = await containersOf(runId)) > 0; i++) await new Promise((r) => setTimeout(r, 100));
+    if (left > 0) {
+      // Leave no containers behind on a failure (the sandboxes and the egress proxy carry the run label).
+      for (const c of await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN}=${runId}`] } })) await docker.getContainer(c.Id).remove({ force: true });
+    }
+    assert.equal(left, 0, 'the sandbox is removed');
+    const result = JSON.parse(readFileSync(path.join(out, 'result.json'), 'utf8'));
+    assert.equal(result.exit_reason, 'cancelled');
+  });
 
   test('a failed run (model server errors) still removes its container and reports why', async () => {
     const server = await startModelServer({ script: [{ status: 500, body: { error: { message: 'CUDA out of memory' } } }] });

@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -57,4 +58,40 @@ test('without redis-server and without the image: a message that says what to in
     startPrivateRedis({ dataDir, logger, docker, preferContainer: true, image: 'lilypad-redis:no-such-tag' }),
     /neither a redis-server on PATH nor the lilypad-redis:no-such-tag image.*apt-get install redis-server.*npm run images.*REDIS_URL/,
   );
+});
+
+test("Ctrl-C in a terminal (SIGINT to the whole foreground process group) leaves the private redis-server to Lilypad's own shutdown", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'lilypad-private-redis-'));
+  const script = path.join(dataDir, 'lilypad-like.mts');
+  const src = new URL('../../src/', import.meta.url).href;
+  // A stand-in for `lilypad start`: starts the private Redis, and on SIGINT looks at it before stopping it.
+  writeFileSync(
+    script,
+    `const { startPrivateRedis, redisAnswers } = await import(${JSON.stringify(`${src}cli/private-redis.ts`)});
+const { createLogger } = await import(${JSON.stringify(`${src}observability/logger.ts`)});
+const { createDockerClient } = await import(${JSON.stringify(`${src}sandbox/sandbox.ts`)});
+const own = await startPrivateRedis({ dataDir: ${JSON.stringify(dataDir)}, logger: createLogger({ level: 'silent' }), docker: createDockerClient() });
+process.once('SIGINT', async () => {
+  await new Promise((r) => setTimeout(r, 500));
+  console.log('answers during shutdown: ' + (await redisAnswers(own.url)));
+  await own.stop();
+  process.exit(0);
+});
+console.log('url ' + own.url);
+`,
+  );
+  // detached: a process group of its own, as a terminal gives a foreground job.
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: path.resolve(new URL('../..', import.meta.url).pathname), detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const closed = new Promise<number | null>((resolve) => child.once('close', resolve));
+  const deadline = Date.now() + 30_000;
+  while (!/url (\S+)/.test(out) && Date.now() < deadline && child.exitCode === null) await new Promise((r) => setTimeout(r, 100));
+  const url = /url (\S+)/.exec(out)?.[1];
+  assert.ok(url, out);
+  process.kill(-child.pid!, 'SIGINT');
+  assert.equal(await closed, 0, out);
+  assert.match(out, /answers during shutdown: true/);
+  assert.equal(await redisAnswers(url), false, 'stopped with Lilypad');
 });

@@ -1,0 +1,25 @@
+/**
+ * The signals that ask a Lilypad command to stop and clean up (containers, proxies, its Redis):
+ * Ctrl-C, `kill`, and SIGHUP, which a process gets when its terminal closes (a window shut, an SSH
+ * connection dropped); Node's default for SIGHUP is to exit at once, leaving containers running.
+ */
+export const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+/**
+ * After SIGHUP the terminal is gone, and a write to it throws EIO (synchronously, for a tty): the
+ * first progress line of the cleanup would crash the process before it removed anything. From the
+ * hangup on, writes to a terminal are dropped; pipes and files are left alone.
+ */
+export function dropTerminalWritesAfterHangup(): void {
+  process.once('SIGHUP', () => {
+    for (const stream of [process.stdout, process.stderr]) {
+      if (!stream.isTTY) continue;
+      const dropped = (...args: unknown[]): boolean => {
+        const done = args.find((a): a is () => void => typeof a === 'function');
+        if (done) queueMicrotask(done);
+        return true;
+      };
+      stream.write = dropped as typeof stream.write;
+    }
+  });
+}
