@@ -13,6 +13,7 @@ import { parseCommandArgs, positiveInt } from './args.ts';
 import { lazySetupProxy } from './setup-proxy.ts';
 import { dropTerminalWritesAfterHangup, STOP_SIGNALS } from '../shared/stop-signals.ts';
 import { UsageError } from '../shared/usage-error.ts';
+import { failureLine } from '../test-results/failure-line.ts';
 
 const HELP = `Usage: lilypad run --repo <path> (--issue <file.md> | --title <text> [--body <text>]) [options]
 
@@ -172,7 +173,11 @@ function summary(r: LocalRunResult): string {
   }
   if (r.setup) {
     if (r.setup.source === 'inferred') lines.push(`setup inferred from ${r.setup.inferred_from.join(', ') || 'the repository'}: ${r.setup.planned.join(' && ')}`);
-    for (const s of r.setup.commands) lines.push(`setup (${s.command}): ${s.outcome}${s.exitCode !== null ? ` (exit ${s.exitCode})` : ''}, ${(s.durationMs / 1000).toFixed(1)}s`);
+    for (const s of r.setup.commands) {
+      lines.push(`setup (${s.command}): ${s.outcome}${s.exitCode !== null ? ` (exit ${s.exitCode})` : ''}, ${(s.durationMs / 1000).toFixed(1)}s`);
+      const why = s.outcome === 'failed' || s.outcome === 'error' ? failureLine(s.outputTail) : null;
+      if (why) lines.push(`  ${why}   (the output's tail is in result.json)`);
+    }
     if (r.setup.failed) lines.push(`setup: the inferred \`${r.setup.failed}\` failed; the run went on without the rest of setup`);
     if (r.setup.env_cache) lines.push(`environment: ${describeEnvCache(r.setup.env_cache)}`);
   }

@@ -85,6 +85,8 @@ describe('zero-config: lilypad run infers setup and tests for a repository nobod
     assert.equal(setup.env_cache?.result, 'miss');
     assert.equal(setup.env_cache?.stored, false, 'a setup that failed is never kept');
     assert.match(run.stdout, /setup: the inferred `"\$HOME\/\.lilypad-venv\/bin\/python" -m pip install -e '\.\[test\]'` failed; the run went on without the rest of setup/);
+    // Under the failed command, the line of its output that says why (not pip's closing frame).
+    assert.match(run.stdout, /^setup \(.*pip install.*\): failed \(exit 1\), [\d.]+s\n {2}ERROR: No matching distribution found for setuptools>=61\S* {3}\(the output's tail is in result\.json\)$/m);
     // The tests still ran: the venv's python (it sees the image's pytest 7.2), the package from
     // src/ through the project's own pytest `pythonpath` (it was never installed).
     const tests = result.tests!;
