@@ -13,6 +13,7 @@ import { parseEndpoint, type EndpointSpec } from '../eval/endpoint.ts';
 import { loadInstances } from '../eval/instance.ts';
 import { AppRepoAuth } from '../eval/repo-source.ts';
 import { runEval } from '../eval/runner.ts';
+import { dropTerminalWritesAfterHangup, STOP_SIGNALS } from '../shared/stop-signals.ts';
 
 const USAGE = `Usage: lilypad eval <command> [options]
 
@@ -153,8 +154,8 @@ async function evalRun(argv: string[]): Promise<number> {
     controller.abort(new Error(`received ${sig}`));
     if (signals > 1) process.exit(130);
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  dropTerminalWritesAfterHangup();
+  for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
   const outDir = path.resolve(values.out ?? path.join(env.LILYPAD_DATA_DIR, 'evals', new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '')));
   const docker = await dockerForSandboxes(env);
   try {
@@ -200,8 +201,7 @@ async function evalRun(argv: string[]): Promise<number> {
     process.stdout.write(`${lines.join('\n')}\n`);
     return exitCode;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
   }
 }
 
@@ -241,8 +241,8 @@ async function evalCollect(argv: string[]): Promise<number> {
     process.stderr.write(`\n${sig}: stopping; removing the running sandbox…\n`);
     controller.abort(new Error(`received ${sig}`));
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  dropTerminalWritesAfterHangup();
+  for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
   const outFile = path.resolve(values.out);
   try {
     const summary = await collectInstances({
@@ -286,7 +286,6 @@ async function evalCollect(argv: string[]): Promise<number> {
     }
     throw err;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
   }
 }

@@ -17,6 +17,7 @@ import { mountWebExtras, startMetricsPort } from '../web/mount.ts';
 import { checkSandboxRuntime } from '../sandbox/runtime.ts';
 import { startPrivateRedis } from './private-redis.ts';
 import { UsageError } from '../shared/usage-error.ts';
+import { dropTerminalWritesAfterHangup, STOP_SIGNALS } from '../shared/stop-signals.ts';
 
 type Role = 'start' | 'web' | 'worker';
 
@@ -108,17 +109,16 @@ function processLogger(env: Env, ...more: string[]): Logger {
   return createLogger({ level: env.LOG_LEVEL, secrets: [env.OPENAI_API_KEY, env.WEBHOOK_SECRET, env.PRIVATE_KEY, env.GITHUB_CLIENT_SECRET, ...more], destination: 1 });
 }
 
-/** Resolves on SIGINT or SIGTERM (once). */
+/** Resolves on the first stop signal: Ctrl-C, `kill`, or the terminal closing (SIGHUP). */
 function stopSignal(logger: () => Logger): Promise<void> {
+  dropTerminalWritesAfterHangup();
   return new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {
       logger().info({ signal }, 'stopping');
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
+      for (const sig of STOP_SIGNALS) process.off(sig, stop);
       resolve();
     };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
+    for (const sig of STOP_SIGNALS) process.on(sig, stop);
   });
 }
 

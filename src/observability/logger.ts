@@ -52,7 +52,7 @@ export function logFormat(destination: string | number, env: NodeJS.ProcessEnv =
  * call (pino-pretty's own stream and pino's transports format asynchronously).
  */
 function prettyDestination(dest: string | number): DestinationStream {
-  const out = pino.destination({ dest, sync: true, mkdir: true });
+  const out = forgivingDestination(dest);
   const format = prettyFactory({
     colorize: typeof dest === 'number' && tty.isatty(dest),
     translateTime: 'SYS:HH:MM:ss.l',
@@ -92,6 +92,30 @@ export function createLogger(opts: {
         },
       },
     },
-    format === 'pretty' ? prettyDestination(destination) : pino.destination({ dest: destination, sync: true, mkdir: true }),
+    format === 'pretty' ? prettyDestination(destination) : forgivingDestination(destination),
   );
+}
+
+/**
+ * pino's synchronous destination, except that a write it cannot make (the terminal closed: EIO;
+ * the reader of a pipe gone: EPIPE; a full disk) costs the log line, never the process: the error
+ * would otherwise be thrown from the next log call, in the middle of stopping a worker, with its
+ * sandboxes, proxy and Redis still to be removed. After the first failure the lines are dropped.
+ */
+function forgivingDestination(dest: string | number): DestinationStream {
+  const out = pino.destination({ dest, sync: true, mkdir: true });
+  let broken = false;
+  out.on('error', () => {
+    broken = true;
+  });
+  return {
+    write(line: string) {
+      if (broken) return;
+      try {
+        out.write(line);
+      } catch {
+        broken = true;
+      }
+    },
+  };
 }

@@ -60,7 +60,7 @@ describe('lilypad eval: best of k, interruption and resume, gold validation', ()
     assert.match(readFileSync(path.join(out, 'report.md'), 'utf8'), /\| c-k \| local \| [✔✘] [✔✘] [✔✘] \| #\d \|/);
   });
 
-  test('SIGINT mid-run leaves no container and a consistent partial report; --resume runs only what is left', async () => {
+  test('the terminal closing (SIGHUP, stopped as Ctrl-C is) mid-run leaves no container and a consistent partial report; --resume runs only what is left', async () => {
     const first = await startModelServer({ script: scriptFor({ 'c-first': 'resolve', 'c-hang': 'hang' }) });
     servers.push(first);
     const dir = mkdtempSync(path.join(os.tmpdir(), 'lilypad-eval-'));
@@ -69,7 +69,7 @@ describe('lilypad eval: best of k, interruption and resume, gold validation', ()
     const { child, done } = startEval(['run', '--instances', file, '--endpoint', `local=${first.url}`, '--out', out]);
     await waitFor('the model request of the second instance', () => first.chatRequests().some((r) => String(r.messages[1]!.content).includes('[c-hang]')));
     assert.ok((await containersOfEval(out)) >= 1, 'the second attempt has its sandbox (and a kept environment\'s baseline) while the model thinks');
-    child.kill('SIGINT');
+    child.kill('SIGHUP');
     const run = await done;
     assert.equal(run.code, 130, run.stderr);
     assert.match(run.stdout, /interrupted: the report holds the finished attempts; rerun with --resume/);

@@ -47,10 +47,10 @@ describe('the first hour: register, install, label, get a pull request (no REDIS
     proc.stdout!.on('data', collect);
     proc.stderr!.on('data', collect);
   };
-  const stop = async (): Promise<number | null> => {
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> => {
     if (!proc || proc.exitCode !== null) return proc?.exitCode ?? null;
     const exited = new Promise<number | null>((r) => proc!.once('exit', (code) => r(code)));
-    proc.kill('SIGTERM');
+    proc.kill(signal);
     const timer = setTimeout(() => proc?.kill('SIGKILL'), 60_000);
     const code = await exited;
     clearTimeout(timer);
@@ -141,6 +141,17 @@ describe('the first hour: register, install, label, get a pull request (no REDIS
     const res2 = await gh.sendWebhook(hook, 'issues', gh.labelIssue(OWNER, 'calc', second.number, 'lilypad', 'alice'));
     assert.equal(res2.status, 200);
     await waitFor(() => prFor(second.number) !== undefined, 'the pull request after the restart', 120_000);
-    assert.equal(await stop(), 0);
+    // The terminal closing (SIGHUP) stops it as Ctrl-C does: the worker, the proxy and its Redis,
+    // where Node's default would end the process at once and leave them running.
+    assert.equal(await stop('SIGHUP'), 0);
+    assert.match(output, /"signal":"SIGHUP".*"msg":"stopping"|stopping.*SIGHUP/);
+    const refused = await new Promise<boolean>((resolve) => {
+      const sock = net.connect(redisPort, '127.0.0.1', () => {
+        sock.destroy();
+        resolve(false);
+      });
+      sock.once('error', () => resolve(true));
+    });
+    assert.ok(refused, 'the private Redis was stopped with Lilypad');
   });
 });
