@@ -67,6 +67,11 @@ export function createRunPages(opts: RunPagesOptions): RunPages {
   async function handle(req: IncomingMessage & { rawBody?: Buffer | undefined }, res: ServerResponse): Promise<boolean> {
     const url = new URL(req.url ?? '/', 'http://local');
     const path = url.pathname;
+    // The address a maintainer opens first: the run list (or, with run pages off, what turns them on).
+    if (path === '/' && (req.method === 'GET' || req.method === 'HEAD')) {
+      res.writeHead(302, { location: '/runs', ...SECURITY_HEADERS }).end();
+      return true;
+    }
     if (!(path === '/runs' || path.startsWith('/runs/') || path.startsWith('/auth/') || path.startsWith('/assets/'))) return false;
     if (!auth) {
       send(res, 503, page({ title: 'Run pages are off' }, '<h1>Run pages are off</h1><p>Set GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET (the GitHub App\'s OAuth client, written to .env by the registration flow) and restart the web role.</p>'));

@@ -184,6 +184,14 @@ describe('run pages: access, redirects, rate limits, live streams, cookies', () 
     await gh?.close();
   });
 
+  test('the root address leads to the run list (it was an empty 404)', async () => {
+    const res = await fetch(`${web.url}/`, { redirect: 'manual' });
+    assert.equal(res.status, 302);
+    assert.equal(res.headers.get('location'), '/runs');
+    const post = await fetch(`${web.url}/`, { method: 'POST', redirect: 'manual' });
+    assert.equal(post.status, 404, 'only a GET is sent on');
+  });
+
   test('after sign-in the user lands on this server only, whatever `next` says', async () => {
     const tricky = ['/\t/evil.example/x', '/%09/evil.example/x', '//evil.example/x', '/\\evil.example/x', '/\\\\evil.example', 'https://evil.example/x', 'javascript:alert(1)', '/.//evil.example/x', '/..//evil.example/x', '/\n/evil.example', ' //evil.example', '/%2F%2Fevil.example'];
     for (const next of tricky) {
