@@ -393,6 +393,7 @@ async function validateInstances(opts: EvalRunOptions, store: EvalStore, repos: 
         if (!inst.patch.trim()) problems.push('the instance has no gold patch');
         else if (!gold.report.patch_successfully_applied) problems.push(`the gold patch does not apply: ${gold.applyError ?? ''}`.trim());
         if (gold.error) problems.push(gold.error);
+        if (gold.unreadOutput) problems.push(`with the gold patch, ${gold.unreadOutput}`);
         const t = gold.report.tests_status;
         if (t.FAIL_TO_PASS.failure.length) problems.push(`with the gold patch, FAIL_TO_PASS tests fail: ${t.FAIL_TO_PASS.failure.join(', ')}`);
         if (t.PASS_TO_PASS.failure.length) problems.push(`with the gold patch, PASS_TO_PASS tests fail: ${t.PASS_TO_PASS.failure.join(', ')}`);

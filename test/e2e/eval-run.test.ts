@@ -196,6 +196,14 @@ describe('lilypad eval run', () => {
     const gold = await judgePatch({ ...common, patch: f.calcGold });
     assert.equal(gold.report.resolved, true, gold.output);
     assert.equal(gold.command, 'python3 -m unittest -v test_calc.CalcTest.test_add test_calc.CalcTest.test_mul');
+    assert.equal(gold.unreadOutput, undefined);
+
+    // A runner eval cannot read per test (here one that prints what `go test` prints for a pytest-style id):
+    // the judgement says so instead of only "FAIL_TO_PASS tests fail".
+    const [goLike] = parseInstances(JSON.stringify({ ...calcInstance(f, 'c-unread'), test_command: `sh -c 'echo "malformed import path"; exit 1'` })).instances;
+    const unread = await judgePatch({ ...common, instance: goLike!, patch: f.calcGold });
+    assert.equal(unread.report.resolved, false);
+    assert.match(unread.unreadOutput ?? '', /no per-test result could be read from `sh -c .*` \(exit 1; runner: not recognised from test_command\); lilypad eval reads pytest, unittest -v, node --test .* set test_framework .*the output starts: malformed import path/);
 
     const [badTests] = parseInstances(JSON.stringify({ ...calcInstance(f, 'c-bad-tp'), test_patch: f.calcTestPatch.replace('class CalcTest', 'class Other') })).instances;
     const tp = await judgePatch({ ...common, instance: badTests!, patch: f.calcGold });
