@@ -118,6 +118,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   // Structured logs go to a file beside the results; the terminal gets the human summary.
   const logger = createLogger({ level: env.LOG_LEVEL, secrets: [env.OPENAI_API_KEY], destination: path.join(outDir, 'lilypad.log') });
   let result: LocalRunResult;
+  let lastToolStep = 0;
   const proxy = lazySetupProxy(env, docker, image, { [LABEL_RUN]: runId }, () => say('  egress proxy for the setup commands…'));
   try {
     const settings = runSettingsFromEnv(env);
@@ -141,7 +142,12 @@ export async function runCommand(argv: string[]): Promise<number> {
       docker,
       logger,
       onPhase: (p) => say(`  ${p}…`),
-      onProgress: (p) => say(`  agent: step ${p.step}, ~${p.tokens} context tokens${p.lastTool ? `, ran ${p.lastTool}` : ''}`),
+      onProgress: (p) => {
+        // The loop reports each tool call and then the end of the step; after a tool line, the end repeats it.
+        if (!p.lastTool && p.step === lastToolStep) return;
+        if (p.lastTool) lastToolStep = p.step;
+        say(`  agent: step ${p.step}, ~${p.tokens} context tokens${p.lastTool ? `, ran ${p.lastTool}` : ''}`);
+      },
     });
   } finally {
     await proxy?.stop();

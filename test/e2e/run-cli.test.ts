@@ -44,6 +44,9 @@ describe('lilypad run', () => {
     const { done } = startCli(['--repo', repo, '--issue', issue, '--test', testCommand, '--out', out, '--base-url', server.url]);
     const run = await done;
     assert.equal(run.code, 0, run.stderr + run.stdout);
+    // One progress line per tool call, none repeating a step's last one.
+    const steps = (run.stderr.match(/^ {2}agent: step .*$/gm) ?? []).map((l) => l.replace(/~\d+/, '~N'));
+    assert.deepEqual(steps, ['  agent: step 1, ~N context tokens, ran Read', '  agent: step 2, ~N context tokens, ran Edit', '  agent: step 2, ~N context tokens, ran Bash']);
 
     const patch = readFileSync(path.join(out, 'patch.diff'), 'utf8');
     assert.match(patch, /^diff --git a\/calc.py b\/calc.py/m);
