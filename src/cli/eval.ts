@@ -38,7 +38,8 @@ Options:
                           repeat for several endpoints (default: default=$OPENAI_BASE_URL);
                           input_cost and output_cost are per million tokens
   --attempts k            attempts per instance and endpoint (default 1)
-  --select                pick one attempt of k (tests after, agreement, smallest diff) and report its resolve rate
+  --select                pick one attempt of k as the app does (verified, nothing broken, tests after,
+                          agreement, smallest diff) and report its resolve rate
   --reproduce             before each attempt's fix, a run that writes a test reproducing the issue
                           (as \`reproduce: true\` does in the app), to measure what it costs and changes
   --no-instructions       leave the repositories' instructions for agents (AGENTS.md) out of the task, to

@@ -33,8 +33,9 @@ Options:
   --out <dir>          output directory (default: $LILYPAD_DATA_DIR/runs/<run id>)
   --max-steps <N>      model calls allowed (default: LILYPAD_MAX_STEPS, 150)
   --max-time <s>       wall-clock budget for the agent in seconds (default: LILYPAD_MAX_WALL_SECONDS)
-  --attempts <k>       best of k: k agent attempts in parallel sandboxes, one chosen by the tests,
-                       then agreement, then the smallest diff, as the app's \`attempts: k\` (1-10)
+  --attempts <k>       best of k: k agent attempts in parallel sandboxes, one chosen by the evidence
+                       (verified, nothing broken, tests after), then agreement, then the smallest
+                       diff, as the app's \`attempts: k\` (1-10)
   --reproduce          first, a run that writes a test reproducing the issue (as the app's
                        \`reproduce: true\`); kept if it fails on the base code for the issue's reason
   --base-url <url>     OpenAI-compatible endpoint (default: OPENAI_BASE_URL)
