@@ -14,6 +14,9 @@ import { lazySetupProxy } from './setup-proxy.ts';
 import { dropTerminalWritesAfterHangup, STOP_SIGNALS } from '../shared/stop-signals.ts';
 import { UsageError } from '../shared/usage-error.ts';
 import { failureLine } from '../test-results/failure-line.ts';
+import type { ModelSettingNames } from '../agent/model-client.ts';
+
+const RUN_SETTING_NAMES: ModelSettingNames = { baseURL: '--base-url (or OPENAI_BASE_URL)', model: '--model (or LILYPAD_MODEL)', apiKey: 'OPENAI_API_KEY' };
 
 const HELP = `Usage: lilypad run --repo <path> (--issue <file.md> | --title <text> [--body <text>]) [options]
 
@@ -132,7 +135,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       settings: {
         ...settings,
         sandbox: { ...settings.sandbox, defaultImage: image },
-        model: { ...settings.model, baseURL, name: values.model ?? env.LILYPAD_MODEL },
+        model: { ...settings.model, baseURL, name: values.model ?? env.LILYPAD_MODEL, settingNames: RUN_SETTING_NAMES },
         limits: { ...settings.limits, statusIntervalMs: 0, ...(maxSteps ? { maxSteps } : {}), ...(maxTime ? { maxWallSeconds: maxTime } : {}), ...(attempts ? { maxAttempts: attempts } : {}) },
       },
       setupNetwork: proxy,

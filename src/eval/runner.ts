@@ -307,7 +307,17 @@ async function runAgentAttempt(item: WorkItem, opts: EvalRunOptions, dir: string
     settings: {
       ...s,
       sandbox: { ...s.sandbox, defaultImage: instance.image ?? s.sandbox.defaultImage },
-      model: { ...s.model, baseURL: endpoint.baseURL, apiKey: endpoint.apiKeyEnv ? opts.env[endpoint.apiKeyEnv] : s.model.apiKey, name: endpoint.model },
+      model: {
+        ...s.model,
+        baseURL: endpoint.baseURL,
+        apiKey: endpoint.apiKeyEnv ? opts.env[endpoint.apiKeyEnv] : s.model.apiKey,
+        name: endpoint.model,
+        settingNames: {
+          baseURL: `the URL of --endpoint ${endpoint.name}`,
+          model: `model= in --endpoint ${endpoint.name}`,
+          apiKey: endpoint.apiKeyEnv ? `${endpoint.apiKeyEnv} (api_key_env of --endpoint ${endpoint.name})` : `api_key_env= in --endpoint ${endpoint.name}`,
+        },
+      },
     },
     outDir: dir,
     repoKey: `eval:${instance.repo}`,

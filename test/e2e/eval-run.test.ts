@@ -227,5 +227,11 @@ describe('lilypad eval run', () => {
     run = await runEvalCli(['frobnicate']);
     assert.equal(run.code, 2);
     assert.match(run.stderr, /unknown eval command "frobnicate"/);
+    // An endpoint that is down: the error names the --endpoint to check, not environment variables eval does not read.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'lilypad-eval-down-'));
+    const file = writeInstances(dir, [calcInstance(f, 'c-down')]);
+    run = await runEvalCli(['run', '--instances', file, '--out', path.join(dir, 'out'), '--endpoint', 'down=http://127.0.0.1:9/v1'], { LILYPAD_MODEL_RETRIES: '0' });
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, /could not list models at http:\/\/127\.0\.0\.1:9\/v1\/models: .*Check the URL of --endpoint down \(it should end in \/v1\) and that the server is running, or set model= in --endpoint down\./);
   });
 });

@@ -192,7 +192,7 @@ describe('lilypad run', () => {
       LILYPAD_MODEL_RETRIES: '0',
     }).done;
     assert.equal(run.code, 1);
-    assert.match(run.stdout, /could not list models at http:\/\/127\.0\.0\.1:9\/v1\/models.*OPENAI_BASE_URL/);
+    assert.match(run.stdout, /could not list models at http:\/\/127\.0\.0\.1:9\/v1\/models.*Check --base-url \(or OPENAI_BASE_URL\).*or set --model \(or LILYPAD_MODEL\)/);
     run = await startCli(['--repo', notGit, '--title', 'x'], { LOG_LEVEL: 'chatty' }).done;
     assert.equal(run.code, 2);
     assert.match(run.stderr, /LOG_LEVEL="chatty"/);
