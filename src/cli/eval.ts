@@ -187,7 +187,9 @@ async function evalRun(argv: string[]): Promise<number> {
       const rate = m.avg_at_k === null ? '–' : `${(m.avg_at_k * 100).toFixed(1)}%`;
       const sel = summary.select && m.selected_resolve_rate !== null ? `, selected ${(m.selected_resolve_rate * 100).toFixed(1)}%` : '';
       const cost = m.cost_per_resolved === null ? '' : `, cost per resolved issue ${m.cost_per_resolved.toPrecision(3)}`;
-      return `${m.endpoint}: resolve rate ${rate} (${m.resolved_attempts}/${m.attempts_done} attempts${attempts > 1 ? `, pass@${attempts} ${((m.pass_at_k ?? 0) * 100).toFixed(1)}%` : ''}${sel})${cost}`;
+      // Attempts that could not run or be judged are not in the rate: say so, or "0/1 attempts" reads as a failed fix.
+      const errors = m.errors > 0 ? `, ${m.errors} not run or not judged: see the lines above and report.md` : '';
+      return `${m.endpoint}: resolve rate ${rate} (${m.resolved_attempts}/${m.attempts_done} attempts${attempts > 1 ? `, pass@${attempts} ${((m.pass_at_k ?? 0) * 100).toFixed(1)}%` : ''}${sel}${errors})${cost}`;
     });
     if (summary.validation) {
       const bad = summary.validation.filter((v) => !v.valid);

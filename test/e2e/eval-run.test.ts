@@ -233,5 +233,6 @@ describe('lilypad eval run', () => {
     run = await runEvalCli(['run', '--instances', file, '--out', path.join(dir, 'out'), '--endpoint', 'down=http://127.0.0.1:9/v1'], { LILYPAD_MODEL_RETRIES: '0' });
     assert.equal(run.code, 1, run.stderr);
     assert.match(run.stderr, /could not list models at http:\/\/127\.0\.0\.1:9\/v1\/models: .*Check the URL of --endpoint down \(it should end in \/v1\) and that the server is running, or set model= in --endpoint down\./);
+    assert.match(run.stdout, /^down: resolve rate – \(0\/1 attempts, 1 not run or not judged: see the lines above and report\.md\)$/m);
   });
 });
