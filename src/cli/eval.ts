@@ -45,7 +45,7 @@ Options:
   --no-instructions       leave the repositories' instructions for agents (AGENTS.md) out of the task, to
                           measure what they change (default: they go with the task, as in the app)
   --workers N             attempts run in parallel (default 1; each is one sandbox)
-  --out DIR               output directory (default: $LILYPAD_DATA_DIR/evals/<run id>)
+  --out DIR               output directory (default: $LILYPAD_DATA_DIR/evals/<start time>)
   --resume                continue the run in --out: finished attempts are kept, the rest run
   --validate              first check every instance with its gold patch; only valid ones are run
                           (without --endpoint: validate only)
