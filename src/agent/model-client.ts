@@ -52,7 +52,18 @@ export interface ModelClientOptions {
   retryBaseMs?: number;
   /** Largest response body read (LILYPAD_MODEL_MAX_RESPONSE_MB); a larger one is a ModelError. Default 16 MiB. */
   maxResponseBytes?: number;
+  /** Where the user set the endpoint, named in errors (default: the environment variables). */
+  settingNames?: ModelSettingNames | undefined;
 }
+
+/** What to tell the user to check: `lilypad run` has flags, `lilypad eval` has `--endpoint NAME=URL,…`. */
+export interface ModelSettingNames {
+  baseURL: string;
+  model: string;
+  apiKey: string;
+}
+
+export const ENV_SETTING_NAMES: ModelSettingNames = { baseURL: 'OPENAI_BASE_URL', model: 'LILYPAD_MODEL', apiKey: 'OPENAI_API_KEY' };
 
 const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
@@ -92,8 +103,10 @@ export class ModelClient implements ChatModel {
   private readonly dispatcher: Agent;
   private readonly chatURL: URL;
   private readonly chatHeaders: Record<string, string>;
+  private readonly names: ModelSettingNames;
 
   constructor(private readonly options: ModelClientOptions) {
+    this.names = options.settingNames ?? ENV_SETTING_NAMES;
     this.retryBaseMs = options.retryBaseMs ?? 1000;
     this.maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
     // Node's fetch stops waiting for response headers after 300 s, while a 4B model writing 8192
@@ -184,11 +197,11 @@ export class ModelClient implements ChatModel {
     } catch (err) {
       throw new ModelError(
         `could not list models at ${this.options.baseURL}/models: ${describe(err, '')}. ` +
-          'Check OPENAI_BASE_URL (it should end in /v1) and that the server is running, or set LILYPAD_MODEL.',
+          `Check ${this.names.baseURL} (it should end in /v1) and that the server is running, or set ${this.names.model}.`,
       );
     }
     const first = models[0]?.id;
-    if (!first) throw new ModelError(`the server at ${this.options.baseURL} lists no models; set LILYPAD_MODEL`);
+    if (!first) throw new ModelError(`the server at ${this.options.baseURL} lists no models; set ${this.names.model}`);
     return first;
   }
 
@@ -223,7 +236,7 @@ export class ModelClient implements ChatModel {
         if (status === 400 && CONTEXT_LENGTH_RE.test(text)) return { kind: 'context_length', message: text, attempts: attempt };
         const retryable = err instanceof APIConnectionError || status === 408 || status === 429 || (status !== undefined && status >= 500);
         if (!retryable || attempt > this.options.maxRetries) {
-          throw new ModelError(explain(status, text, attempt), status);
+          throw new ModelError(explain(status, text, attempt, this.names), status);
         }
         const waitMs = backoff(attempt, this.retryBaseMs, err instanceof APIError ? err.headers : undefined);
         modelRetried(status === undefined ? (/timed? ?out/i.test(text) ? 'timeout' : 'connection') : status === 408 ? 'timeout' : status === 429 ? 'rate_limited' : 'server_error');
@@ -304,15 +317,15 @@ function describe(err: unknown, rawBody: string): string {
   return `${base}: ${inner.slice(0, 1000)}`;
 }
 
-function explain(status: number | undefined, message: string, attempts: number): string {
+function explain(status: number | undefined, message: string, attempts: number, names: ModelSettingNames): string {
   const tries = attempts > 1 ? ` (after ${attempts} attempts)` : '';
   const text = message.replace(/[.\s]+$/, '');
   if (/auto.? tool choice requires/i.test(text)) {
     return `the model server rejected tool calling${tries}: ${text}. Start vLLM with --enable-auto-tool-choice --tool-call-parser qwen3_coder.`;
   }
-  if (status === 401 || status === 403) return `the model server refused the request (HTTP ${status})${tries}: ${text}. Check OPENAI_API_KEY.`;
-  if (status === 404) return `the model server answered 404${tries}: ${text}. Check OPENAI_BASE_URL (it should end in /v1) and LILYPAD_MODEL.`;
-  if (status === undefined) return `could not reach the model server${tries}: ${text}. Check OPENAI_BASE_URL and that the server is up.`;
+  if (status === 401 || status === 403) return `the model server refused the request (HTTP ${status})${tries}: ${text}. Check ${names.apiKey}.`;
+  if (status === 404) return `the model server answered 404${tries}: ${text}. Check ${names.baseURL} (it should end in /v1) and ${names.model}.`;
+  if (status === undefined) return `could not reach the model server${tries}: ${text}. Check ${names.baseURL} and that the server is up.`;
   return `the model server failed (HTTP ${status})${tries}: ${text}`;
 }
 

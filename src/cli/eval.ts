@@ -38,13 +38,14 @@ Options:
                           repeat for several endpoints (default: default=$OPENAI_BASE_URL);
                           input_cost and output_cost are per million tokens
   --attempts k            attempts per instance and endpoint (default 1)
-  --select                pick one attempt of k (tests after, agreement, smallest diff) and report its resolve rate
+  --select                pick one attempt of k as the app does (verified, nothing broken, tests after,
+                          agreement, smallest diff) and report its resolve rate
   --reproduce             before each attempt's fix, a run that writes a test reproducing the issue
                           (as \`reproduce: true\` does in the app), to measure what it costs and changes
   --no-instructions       leave the repositories' instructions for agents (AGENTS.md) out of the task, to
                           measure what they change (default: they go with the task, as in the app)
   --workers N             attempts run in parallel (default 1; each is one sandbox)
-  --out DIR               output directory (default: $LILYPAD_DATA_DIR/evals/<run id>)
+  --out DIR               output directory (default: $LILYPAD_DATA_DIR/evals/<start time>)
   --resume                continue the run in --out: finished attempts are kept, the rest run
   --validate              first check every instance with its gold patch; only valid ones are run
                           (without --endpoint: validate only)
@@ -186,7 +187,9 @@ async function evalRun(argv: string[]): Promise<number> {
       const rate = m.avg_at_k === null ? '–' : `${(m.avg_at_k * 100).toFixed(1)}%`;
       const sel = summary.select && m.selected_resolve_rate !== null ? `, selected ${(m.selected_resolve_rate * 100).toFixed(1)}%` : '';
       const cost = m.cost_per_resolved === null ? '' : `, cost per resolved issue ${m.cost_per_resolved.toPrecision(3)}`;
-      return `${m.endpoint}: resolve rate ${rate} (${m.resolved_attempts}/${m.attempts_done} attempts${attempts > 1 ? `, pass@${attempts} ${((m.pass_at_k ?? 0) * 100).toFixed(1)}%` : ''}${sel})${cost}`;
+      // Attempts that could not run or be judged are not in the rate: say so, or "0/1 attempts" reads as a failed fix.
+      const errors = m.errors > 0 ? `, ${m.errors} not run or not judged: see the lines above and report.md` : '';
+      return `${m.endpoint}: resolve rate ${rate} (${m.resolved_attempts}/${m.attempts_done} attempts${attempts > 1 ? `, pass@${attempts} ${((m.pass_at_k ?? 0) * 100).toFixed(1)}%` : ''}${sel}${errors})${cost}`;
     });
     if (summary.validation) {
       const bad = summary.validation.filter((v) => !v.valid);

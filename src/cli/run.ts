@@ -14,6 +14,9 @@ import { lazySetupProxy } from './setup-proxy.ts';
 import { dropTerminalWritesAfterHangup, STOP_SIGNALS } from '../shared/stop-signals.ts';
 import { UsageError } from '../shared/usage-error.ts';
 import { failureLine } from '../test-results/failure-line.ts';
+import type { ModelSettingNames } from '../agent/model-client.ts';
+
+const RUN_SETTING_NAMES: ModelSettingNames = { baseURL: '--base-url (or OPENAI_BASE_URL)', model: '--model (or LILYPAD_MODEL)', apiKey: 'OPENAI_API_KEY' };
 
 const HELP = `Usage: lilypad run --repo <path> (--issue <file.md> | --title <text> [--body <text>]) [options]
 
@@ -33,8 +36,9 @@ Options:
   --out <dir>          output directory (default: $LILYPAD_DATA_DIR/runs/<run id>)
   --max-steps <N>      model calls allowed (default: LILYPAD_MAX_STEPS, 150)
   --max-time <s>       wall-clock budget for the agent in seconds (default: LILYPAD_MAX_WALL_SECONDS)
-  --attempts <k>       best of k: k agent attempts in parallel sandboxes, one chosen by the tests,
-                       then agreement, then the smallest diff, as the app's \`attempts: k\` (1-10)
+  --attempts <k>       best of k: k agent attempts in parallel sandboxes, one chosen by the evidence
+                       (verified, nothing broken, tests after), then agreement, then the smallest
+                       diff, as the app's \`attempts: k\` (1-10)
   --reproduce          first, a run that writes a test reproducing the issue (as the app's
                        \`reproduce: true\`); kept if it fails on the base code for the issue's reason
   --base-url <url>     OpenAI-compatible endpoint (default: OPENAI_BASE_URL)
@@ -118,6 +122,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   // Structured logs go to a file beside the results; the terminal gets the human summary.
   const logger = createLogger({ level: env.LOG_LEVEL, secrets: [env.OPENAI_API_KEY], destination: path.join(outDir, 'lilypad.log') });
   let result: LocalRunResult;
+  let lastToolStep = 0;
   const proxy = lazySetupProxy(env, docker, image, { [LABEL_RUN]: runId }, () => say('  egress proxy for the setup commands…'));
   try {
     const settings = runSettingsFromEnv(env);
@@ -130,7 +135,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       settings: {
         ...settings,
         sandbox: { ...settings.sandbox, defaultImage: image },
-        model: { ...settings.model, baseURL, name: values.model ?? env.LILYPAD_MODEL },
+        model: { ...settings.model, baseURL, name: values.model ?? env.LILYPAD_MODEL, settingNames: RUN_SETTING_NAMES },
         limits: { ...settings.limits, statusIntervalMs: 0, ...(maxSteps ? { maxSteps } : {}), ...(maxTime ? { maxWallSeconds: maxTime } : {}), ...(attempts ? { maxAttempts: attempts } : {}) },
       },
       setupNetwork: proxy,
@@ -141,7 +146,12 @@ export async function runCommand(argv: string[]): Promise<number> {
       docker,
       logger,
       onPhase: (p) => say(`  ${p}…`),
-      onProgress: (p) => say(`  agent: step ${p.step}, ~${p.tokens} context tokens${p.lastTool ? `, ran ${p.lastTool}` : ''}`),
+      onProgress: (p) => {
+        // The loop reports each tool call and then the end of the step; after a tool line, the end repeats it.
+        if (!p.lastTool && p.step === lastToolStep) return;
+        if (p.lastTool) lastToolStep = p.step;
+        say(`  agent: step ${p.step}, ~${p.tokens} context tokens${p.lastTool ? `, ran ${p.lastTool}` : ''}`);
+      },
     });
   } finally {
     await proxy?.stop();

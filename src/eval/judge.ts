@@ -7,7 +7,7 @@ import { Sandbox, type SandboxOptions } from '../sandbox/sandbox.ts';
 import { gitRun } from '../workspace/git.ts';
 import type { EvalInstance } from './instance.ts';
 import type { RepoCache } from './repo-source.ts';
-import { buildTestCommand, detectFramework, lookupStatus, parseTestOutput, type TestStatusMap } from '../test-results/judging.ts';
+import { buildTestCommand, detectFramework, lookupStatus, parseTestOutput, unreadOutputProblem, type TestStatusMap } from '../test-results/judging.ts';
 
 export interface JudgeSandbox extends Pick<SandboxOptions, 'image' | 'workdir' | 'user' | 'allowRootImage' | 'memoryMb' | 'cpus' | 'pids' | 'diskMb' | 'maxLineBytes'> {
   testTimeoutSeconds: number;
@@ -33,6 +33,8 @@ export interface JudgeResult {
   error?: string;
   /** Why the model patch did not apply (git's words). */
   applyError?: string;
+  /** Set when the test run printed no per-test result Lilypad can read: every test then counts as failed. */
+  unreadOutput?: string;
   command: string | null;
   output: string;
   exitCode: number | null;
@@ -190,7 +192,10 @@ async function runTests(input: JudgeInput, dir: string, result: JudgeResult): Pr
     result.output = res.stdout.toString('utf8');
     result.exitCode = res.exitCode;
     result.timedOut = res.timedOut;
-    classify(instance, parseTestOutput(framework, result.output), result.report);
+    const results = parseTestOutput(framework, result.output);
+    const unread = unreadOutputProblem(command, framework, results, result.output, res.exitCode);
+    if (unread) result.unreadOutput = unread;
+    classify(instance, results, result.report);
   } catch (err) {
     if (signal?.aborted) throw new CancelledError(reasonText(signal.reason));
     result.error = `the tests could not run in the sandbox: ${(err as Error).message}`;

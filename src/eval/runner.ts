@@ -307,7 +307,17 @@ async function runAgentAttempt(item: WorkItem, opts: EvalRunOptions, dir: string
     settings: {
       ...s,
       sandbox: { ...s.sandbox, defaultImage: instance.image ?? s.sandbox.defaultImage },
-      model: { ...s.model, baseURL: endpoint.baseURL, apiKey: endpoint.apiKeyEnv ? opts.env[endpoint.apiKeyEnv] : s.model.apiKey, name: endpoint.model },
+      model: {
+        ...s.model,
+        baseURL: endpoint.baseURL,
+        apiKey: endpoint.apiKeyEnv ? opts.env[endpoint.apiKeyEnv] : s.model.apiKey,
+        name: endpoint.model,
+        settingNames: {
+          baseURL: `the URL of --endpoint ${endpoint.name}`,
+          model: `model= in --endpoint ${endpoint.name}`,
+          apiKey: endpoint.apiKeyEnv ? `${endpoint.apiKeyEnv} (api_key_env of --endpoint ${endpoint.name})` : `api_key_env= in --endpoint ${endpoint.name}`,
+        },
+      },
     },
     outDir: dir,
     repoKey: `eval:${instance.repo}`,
@@ -393,6 +403,7 @@ async function validateInstances(opts: EvalRunOptions, store: EvalStore, repos: 
         if (!inst.patch.trim()) problems.push('the instance has no gold patch');
         else if (!gold.report.patch_successfully_applied) problems.push(`the gold patch does not apply: ${gold.applyError ?? ''}`.trim());
         if (gold.error) problems.push(gold.error);
+        if (gold.unreadOutput) problems.push(`with the gold patch, ${gold.unreadOutput}`);
         const t = gold.report.tests_status;
         if (t.FAIL_TO_PASS.failure.length) problems.push(`with the gold patch, FAIL_TO_PASS tests fail: ${t.FAIL_TO_PASS.failure.join(', ')}`);
         if (t.PASS_TO_PASS.failure.length) problems.push(`with the gold patch, PASS_TO_PASS tests fail: ${t.PASS_TO_PASS.failure.join(', ')}`);

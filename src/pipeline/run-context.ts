@@ -1,5 +1,6 @@
 import type Docker from 'dockerode';
 import type { AgentProgress } from '../agent/loop.ts';
+import type { ModelSettingNames } from '../agent/model-client.ts';
 import type { Env } from '../config/env.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { RunRecorder } from '../observability/run-store.ts';
@@ -88,6 +89,8 @@ export interface RunSettings {
     retries: number;
     retryBaseMs: number;
     maxResponseBytes: number;
+    /** Where the endpoint was set, for errors (default: the environment variables). */
+    settingNames?: ModelSettingNames;
   };
   limits: {
     maxSteps: number;

@@ -61,6 +61,22 @@ function threeState(found: OutcomeMap): TestStatusMap {
   return map;
 }
 
+/**
+ * Why a judging run's output names no test: without this, a runner eval cannot read (`go test`,
+ * `cargo test`, a wrapper script) shows up only as "FAIL_TO_PASS tests fail", as if the fix were wrong.
+ */
+export function unreadOutputProblem(command: string, framework: TestFramework | null, results: TestStatusMap, output: string, exitCode: number | null): string | null {
+  if (results.size > 0) return null;
+  const runner = framework ?? 'not recognised from test_command';
+  const start = cleanOutput(output).trim().split('\n').slice(0, 2).join(' | ').slice(0, 200);
+  return (
+    `no per-test result could be read from \`${command}\` (exit ${exitCode ?? 'none'}; runner: ${runner}); ` +
+    'lilypad eval reads pytest, unittest -v, node --test (TAP or spec) and JUnit XML: make test_command one of these ' +
+    '(or a command that prints JUnit XML, with {tests} where the ids go) and set test_framework if it is not recognised' +
+    (start ? `; the output starts: ${start}` : '; the output was empty')
+  );
+}
+
 /** Parses a run's output for per-test outcomes; ids are as the runner prints them. */
 export function parseTestOutput(framework: TestFramework | null, output: string): TestStatusMap {
   const text = cleanOutput(output);

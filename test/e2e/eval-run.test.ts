@@ -196,6 +196,14 @@ describe('lilypad eval run', () => {
     const gold = await judgePatch({ ...common, patch: f.calcGold });
     assert.equal(gold.report.resolved, true, gold.output);
     assert.equal(gold.command, 'python3 -m unittest -v test_calc.CalcTest.test_add test_calc.CalcTest.test_mul');
+    assert.equal(gold.unreadOutput, undefined);
+
+    // A runner eval cannot read per test (here one that prints what `go test` prints for a pytest-style id):
+    // the judgement says so instead of only "FAIL_TO_PASS tests fail".
+    const [goLike] = parseInstances(JSON.stringify({ ...calcInstance(f, 'c-unread'), test_command: `sh -c 'echo "malformed import path"; exit 1'` })).instances;
+    const unread = await judgePatch({ ...common, instance: goLike!, patch: f.calcGold });
+    assert.equal(unread.report.resolved, false);
+    assert.match(unread.unreadOutput ?? '', /no per-test result could be read from `sh -c .*` \(exit 1; runner: not recognised from test_command\); lilypad eval reads pytest, unittest -v, node --test .* set test_framework .*the output starts: malformed import path/);
 
     const [badTests] = parseInstances(JSON.stringify({ ...calcInstance(f, 'c-bad-tp'), test_patch: f.calcTestPatch.replace('class CalcTest', 'class Other') })).instances;
     const tp = await judgePatch({ ...common, instance: badTests!, patch: f.calcGold });
@@ -219,5 +227,12 @@ describe('lilypad eval run', () => {
     run = await runEvalCli(['frobnicate']);
     assert.equal(run.code, 2);
     assert.match(run.stderr, /unknown eval command "frobnicate"/);
+    // An endpoint that is down: the error names the --endpoint to check, not environment variables eval does not read.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'lilypad-eval-down-'));
+    const file = writeInstances(dir, [calcInstance(f, 'c-down')]);
+    run = await runEvalCli(['run', '--instances', file, '--out', path.join(dir, 'out'), '--endpoint', 'down=http://127.0.0.1:9/v1'], { LILYPAD_MODEL_RETRIES: '0' });
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, /could not list models at http:\/\/127\.0\.0\.1:9\/v1\/models: .*Check the URL of --endpoint down \(it should end in \/v1\) and that the server is running, or set model= in --endpoint down\./);
+    assert.match(run.stdout, /^down: resolve rate – \(0\/1 attempts, 1 not run or not judged: see the lines above and report\.md\)$/m);
   });
 });

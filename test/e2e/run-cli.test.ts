@@ -44,6 +44,9 @@ describe('lilypad run', () => {
     const { done } = startCli(['--repo', repo, '--issue', issue, '--test', testCommand, '--out', out, '--base-url', server.url]);
     const run = await done;
     assert.equal(run.code, 0, run.stderr + run.stdout);
+    // One progress line per tool call, none repeating a step's last one.
+    const steps = (run.stderr.match(/^ {2}agent: step .*$/gm) ?? []).map((l) => l.replace(/~\d+/, '~N'));
+    assert.deepEqual(steps, ['  agent: step 1, ~N context tokens, ran Read', '  agent: step 2, ~N context tokens, ran Edit', '  agent: step 2, ~N context tokens, ran Bash']);
 
     const patch = readFileSync(path.join(out, 'patch.diff'), 'utf8');
     assert.match(patch, /^diff --git a\/calc.py b\/calc.py/m);
@@ -189,7 +192,7 @@ describe('lilypad run', () => {
       LILYPAD_MODEL_RETRIES: '0',
     }).done;
     assert.equal(run.code, 1);
-    assert.match(run.stdout, /could not list models at http:\/\/127\.0\.0\.1:9\/v1\/models.*OPENAI_BASE_URL/);
+    assert.match(run.stdout, /could not list models at http:\/\/127\.0\.0\.1:9\/v1\/models.*Check --base-url \(or OPENAI_BASE_URL\).*or set --model \(or LILYPAD_MODEL\)/);
     run = await startCli(['--repo', notGit, '--title', 'x'], { LOG_LEVEL: 'chatty' }).done;
     assert.equal(run.code, 2);
     assert.match(run.stderr, /LOG_LEVEL="chatty"/);

@@ -319,6 +319,9 @@ describe('ModelClient: vLLM-specific and listing errors', () => {
     await server.close();
     const c = new ModelClient({ baseURL: url, timeoutMs: 2000, maxRetries: 0 });
     await assert.rejects(c.resolveModel(undefined), (err: unknown) => err instanceof ModelError && /OPENAI_BASE_URL/.test(err.message));
+    // A caller whose user set the endpoint elsewhere (lilypad eval's --endpoint) gets those names instead.
+    const named = new ModelClient({ baseURL: url, timeoutMs: 2000, maxRetries: 0, settingNames: { baseURL: 'the URL of --endpoint x', model: 'model= in --endpoint x', apiKey: 'K' } });
+    await assert.rejects(named.resolveModel(undefined), (err: unknown) => err instanceof ModelError && /Check the URL of --endpoint x .*or set model= in --endpoint x\.$/.test(err.message) && !/OPENAI_BASE_URL|LILYPAD_MODEL/.test(err.message));
   });
 });
 

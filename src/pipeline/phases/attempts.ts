@@ -171,7 +171,7 @@ function sessionInput(ctx: RunContext, input: AttemptsInput, run: RunShape, atte
 
 function modelClient(ctx: RunContext): ModelClient {
   const m = ctx.settings.model;
-  return new ModelClient({ baseURL: m.baseURL, apiKey: m.apiKey, timeoutMs: m.timeoutMs, maxRetries: m.retries, retryBaseMs: m.retryBaseMs, maxResponseBytes: m.maxResponseBytes });
+  return new ModelClient({ baseURL: m.baseURL, apiKey: m.apiKey, timeoutMs: m.timeoutMs, maxRetries: m.retries, retryBaseMs: m.retryBaseMs, maxResponseBytes: m.maxResponseBytes, settingNames: m.settingNames });
 }
 
 function allowedImage(ctx: RunContext, config: RepoConfig): string {
