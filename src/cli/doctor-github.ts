@@ -1,7 +1,7 @@
 import { getPrivateKey } from '@probot/get-private-key';
 import type { Env } from '../config/env.ts';
 import { GitHubApp, githubEndpoints } from '../github/app-auth.ts';
-import { registrationBaseUrl, SETUP_PATH, unreachableAddressAdvice } from '../github/registration.ts';
+import { registrationBaseUrl, SETUP_PATH, unreachableAddress } from '../github/registration.ts';
 import { createLogger } from '../observability/logger.ts';
 import type { CheckResult } from './doctor.ts';
 
@@ -21,8 +21,8 @@ export async function githubAppChecks(env: Env): Promise<CheckResult[]> {
     const out: CheckResult[] = [
       { name: NAME, status: 'WARN', detail: 'not registered yet (APP_ID and PRIVATE_KEY are not set); `lilypad run` does not need it', fix: `run \`npm start\` and open ${registrationBaseUrl(env)}${SETUP_PATH}` },
     ];
-    const advice = unreachableAddressAdvice(env);
-    if (advice) out.push({ name: 'public address', status: 'WARN', detail: advice.slice(0, advice.indexOf(': ')), fix: advice.slice(advice.indexOf(': ') + 2) });
+    const unreachable = unreachableAddress(env);
+    if (unreachable) out.push({ name: 'public address', status: 'WARN', detail: unreachable.problem, fix: unreachable.fix });
     return out;
   }
   if (!env.WEBHOOK_SECRET) {

@@ -13,7 +13,7 @@ import { parseEndpoint, type EndpointSpec } from '../eval/endpoint.ts';
 import { loadInstances } from '../eval/instance.ts';
 import { AppRepoAuth } from '../eval/repo-source.ts';
 import { runEval } from '../eval/runner.ts';
-import { dropTerminalWritesAfterHangup, STOP_SIGNALS } from '../shared/stop-signals.ts';
+import { onStopSignal } from '../shared/stop-signals.ts';
 
 const USAGE = `Usage: lilypad eval <command> [options]
 
@@ -155,8 +155,7 @@ async function evalRun(argv: string[]): Promise<number> {
     controller.abort(new Error(`received ${sig}`));
     if (signals > 1) process.exit(130);
   };
-  dropTerminalWritesAfterHangup();
-  for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
+  const offStopSignal = onStopSignal(onSignal);
   const outDir = path.resolve(values.out ?? path.join(env.LILYPAD_DATA_DIR, 'evals', new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '')));
   const docker = await dockerForSandboxes(env);
   try {
@@ -204,7 +203,7 @@ async function evalRun(argv: string[]): Promise<number> {
     process.stdout.write(`${lines.join('\n')}\n`);
     return exitCode;
   } finally {
-    for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
+    offStopSignal();
   }
 }
 
@@ -244,8 +243,7 @@ async function evalCollect(argv: string[]): Promise<number> {
     process.stderr.write(`\n${sig}: stopping; removing the running sandbox…\n`);
     controller.abort(new Error(`received ${sig}`));
   };
-  dropTerminalWritesAfterHangup();
-  for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
+  const offStopSignal = onStopSignal(onSignal);
   const outFile = path.resolve(values.out);
   try {
     const summary = await collectInstances({
@@ -289,6 +287,6 @@ async function evalCollect(argv: string[]): Promise<number> {
     }
     throw err;
   } finally {
-    for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
+    offStopSignal();
   }
 }

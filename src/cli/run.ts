@@ -11,7 +11,7 @@ import { dockerForSandboxes } from '../sandbox/runtime.ts';
 import { LABEL_RUN } from '../sandbox/sandbox.ts';
 import { parseCommandArgs, positiveInt } from './args.ts';
 import { lazySetupProxy } from './setup-proxy.ts';
-import { dropTerminalWritesAfterHangup, STOP_SIGNALS } from '../shared/stop-signals.ts';
+import { onStopSignal } from '../shared/stop-signals.ts';
 import { UsageError } from '../shared/usage-error.ts';
 import { failureLine } from '../test-results/failure-line.ts';
 import type { ModelSettingNames } from '../agent/model-client.ts';
@@ -111,8 +111,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     controller.abort(new Error(`received ${sig}`));
     if (signals > 1) process.exit(130);
   };
-  dropTerminalWritesAfterHangup();
-  for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
+  const offStopSignal = onStopSignal(onSignal);
 
   const runId = newRunId();
   const outDir = path.resolve(values.out ?? path.join(env.LILYPAD_DATA_DIR, 'runs', runId));
@@ -155,7 +154,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     });
   } finally {
     await proxy?.stop();
-    for (const sig of STOP_SIGNALS) process.off(sig, onSignal);
+    offStopSignal();
   }
   if (tty) process.stderr.write('\n');
   process.stdout.write(summary(result));

@@ -17,7 +17,7 @@ import { mountWebExtras, startMetricsPort } from '../web/mount.ts';
 import { checkSandboxRuntime } from '../sandbox/runtime.ts';
 import { startPrivateRedis } from './private-redis.ts';
 import { UsageError } from '../shared/usage-error.ts';
-import { dropTerminalWritesAfterHangup, STOP_SIGNALS } from '../shared/stop-signals.ts';
+import { onStopSignal } from '../shared/stop-signals.ts';
 
 type Role = 'start' | 'web' | 'worker';
 
@@ -111,14 +111,12 @@ function processLogger(env: Env, ...more: string[]): Logger {
 
 /** Resolves on the first stop signal: Ctrl-C, `kill`, or the terminal closing (SIGHUP). */
 function stopSignal(logger: () => Logger): Promise<void> {
-  dropTerminalWritesAfterHangup();
   return new Promise<void>((resolve) => {
-    const stop = (signal: NodeJS.Signals) => {
+    const off = onStopSignal((signal) => {
       logger().info({ signal }, 'stopping');
-      for (const sig of STOP_SIGNALS) process.off(sig, stop);
+      off();
       resolve();
-    };
-    for (const sig of STOP_SIGNALS) process.on(sig, stop);
+    });
   });
 }
 

@@ -72,13 +72,22 @@ export function isLoopbackUrl(url: string): boolean {
  * has set it reads as if the setting were not read.
  */
 export function unreachableAddressAdvice(env: RegistrationEnv): string | null {
+  const found = unreachableAddress(env);
+  return found ? `${found.problem}: ${found.fix}` : null;
+}
+
+/** unreachableAddressAdvice in two parts: what is wrong, and what to do (the setup page and doctor show them apart). */
+export function unreachableAddress(env: RegistrationEnv): { problem: string; fix: string } | null {
   const base = registrationBaseUrl(env);
   if (!isLoopbackUrl(base)) return null;
   const where = `an address GitHub can reach (a reverse proxy or a tunnel to port ${env.PORT})`;
-  const fix = env.LILYPAD_PUBLIC_URL
+  const setting = env.LILYPAD_PUBLIC_URL
     ? `LILYPAD_PUBLIC_URL is set to a loopback address: change it to ${where}`
     : `LILYPAD_PUBLIC_URL is not set, so Lilypad offers its own address: set LILYPAD_PUBLIC_URL to ${where}`;
-  return `GitHub cannot reach ${base}: ${fix} and restart before registering, so that webhooks arrive (only a GitHub Enterprise Server on this same machine can reach a loopback address)`;
+  return {
+    problem: `GitHub cannot reach ${base}`,
+    fix: `${setting} and restart before registering, so that webhooks arrive (only a GitHub Enterprise Server on this same machine can reach a loopback address)`,
+  };
 }
 
 /** The app manifest GitHub's "create app" form receives: app.yml's name, events and permissions, URLs under the public URL. */
@@ -170,7 +179,7 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
   let resolve!: (app: RegisteredApp) => void;
   const registered = new Promise<RegisteredApp>((r) => (resolve = r));
   const base = registrationBaseUrl(env);
-  const unreachable = unreachableAddressAdvice(env);
+  const unreachable = unreachableAddress(env);
 
   async function convert(code: string): Promise<RegisteredApp> {
     const url = `${githubEndpoints(env).apiUrl}/app-manifests/${encodeURIComponent(code)}/conversions`;
@@ -227,7 +236,7 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
       .map(([name, level]) => `<code>${escapeHtml(name)}: ${escapeHtml(level)}</code>`)
       .join(', ');
     const warning = unreachable
-      ? `<p class="warn"><b>GitHub cannot reach ${escapeHtml(base)}.</b> GitHub will send webhooks to <code>${escapeHtml(base)}${WEBHOOK_PATH}</code>, a loopback address. ${escapeHtml(unreachable.slice(unreachable.indexOf(': ') + 2))}; or register now and change the webhook URL in the app's settings later.</p>`
+      ? `<p class="warn"><b>GitHub cannot reach ${escapeHtml(base)}.</b> GitHub will send webhooks to <code>${escapeHtml(base)}${WEBHOOK_PATH}</code>, a loopback address. ${escapeHtml(unreachable.fix)}; or register now and change the webhook URL in the app's settings later.</p>`
       : '';
     page(
       res,

@@ -10,7 +10,11 @@ export const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SI
  * first progress line of the cleanup would crash the process before it removed anything. From the
  * hangup on, writes to a terminal are dropped; pipes and files are left alone.
  */
-export function dropTerminalWritesAfterHangup(): void {
+let droppingAfterHangup = false;
+
+function dropTerminalWritesAfterHangup(): void {
+  if (droppingAfterHangup) return;
+  droppingAfterHangup = true;
   process.once('SIGHUP', () => {
     for (const stream of [process.stdout, process.stderr]) {
       if (!stream.isTTY) continue;
@@ -22,4 +26,16 @@ export function dropTerminalWritesAfterHangup(): void {
       stream.write = dropped as typeof stream.write;
     }
   });
+}
+
+/**
+ * Calls `handler` on each stop signal until the returned function is called; from the hangup on,
+ * writes to a terminal are dropped, so that the handler's cleanup can run to its end.
+ */
+export function onStopSignal(handler: (signal: NodeJS.Signals) => void): () => void {
+  dropTerminalWritesAfterHangup();
+  for (const sig of STOP_SIGNALS) process.on(sig, handler);
+  return () => {
+    for (const sig of STOP_SIGNALS) process.off(sig, handler);
+  };
 }
