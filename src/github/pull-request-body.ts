@@ -39,6 +39,8 @@ export interface EvidenceSummary {
   changeTests: { files: string[]; command: string } | null;
   /** Where a reproduction test came from (`reproduce: true`), said right after the verdict. */
   reproductionRun?: string | null | undefined;
+  /** Tests that passed in the agent's own sandbox and fail on this change in a fresh one, and what the agent wrote outside the change. */
+  disagreement?: { tests: string[]; outside: string[]; outsideMore: number } | null | undefined;
 }
 
 /** What changed per test between the tests on the untouched code and on the change. */
@@ -135,7 +137,7 @@ const VERDICT_TEXT: Record<EvidenceSummary['verdict'], string> = {
 export function renderEvidence(e: EvidenceSummary): string {
   const code = (id: string) => `\`${id.replace(/`/g, "'")}\``;
   const named = (ids: string[]) => `${ids.slice(0, MAX_NAMED).map(code).join(', ')}${ids.length > MAX_NAMED ? ` and ${ids.length - MAX_NAMED} more` : ''}`;
-  const lines = [VERDICT_TEXT[e.verdict], '', ...(e.reproductionRun ? [escapeMentions(e.reproductionRun), ''] : [])];
+  const lines = [VERDICT_TEXT[e.verdict], '', ...(e.reproductionRun ? [escapeMentions(e.reproductionRun), ''] : []), ...(e.disagreement ? [disagreementLine(e.disagreement, named, code), ''] : [])];
   if (e.reproduction.length) lines.push(`- **Reproduction** (the change's tests fail on the base code, pass with the change): ${named(e.reproduction)}`);
   if (e.fixed.length) lines.push(`- **Fixed** (failed before the change, pass after): ${named(e.fixed)}`);
   if (e.broken.length) lines.push(`- **Broken** (passed before, fail with the change): ${named(e.broken)}`);
@@ -143,6 +145,16 @@ export function renderEvidence(e: EvidenceSummary): string {
   if (e.changeTests) lines.push(`- The change's test files (${e.changeTests.files.map(code).join(', ')}) ran on the base code and with the change: ${code(e.changeTests.command)}`);
   const notes = e.notes.map((n) => `- ${escapeMentions(n)}`);
   return `### Evidence\n\n${lines.join('\n')}${notes.length ? `\n\n<details><summary>How it was judged</summary>\n\n${notes.join('\n')}\n\n</details>` : ''}`;
+}
+
+/** Said right after the verdict: the agent saw these tests pass, but not on this change alone. */
+function disagreementLine(d: NonNullable<EvidenceSummary['disagreement']>, named: (ids: string[]) => string, code: (s: string) => string): string {
+  const outside = d.outside.length > 0 ? ` Outside the change it wrote ${d.outside.map(code).join(', ')}${d.outsideMore > 0 ? ` and ${d.outsideMore} more` : ''}.` : '';
+  return (
+    `⚠️ **The agent's sandbox disagrees**: ${named(d.tests)} passed in the sandbox the agent worked in, but ${d.tests.length === 1 ? 'fails' : 'fail'} here, ` +
+    `in a fresh sandbox with only this change. Something the agent left outside the change made ${d.tests.length === 1 ? 'it' : 'them'} pass there; ` +
+    `that is not part of this pull request, and the verdict above is the fresh sandbox's.${outside}`
+  );
 }
 
 function renderTests(input: PullRequestBodyInput): string {

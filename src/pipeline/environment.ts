@@ -1,13 +1,17 @@
 import { CancelledError, reasonText } from '../shared/cancel.ts';
 import { installExtraCa } from '../sandbox/extra-ca.ts';
-import { Sandbox } from '../sandbox/sandbox.ts';
-import { envKey, hitReport, keptEnvFiles, missReport, type EnvBuilder, type EnvCache, type EnvCacheReport, type KeptEnv } from '../sandbox/env-cache/index.ts';
+import type { Sandbox } from '../sandbox/sandbox.ts';
+import { envKey, hitReport, keptEnvFiles, missReport, type EnvBuilder, type EnvCacheReport, type KeptEnv } from '../sandbox/env-cache/index.ts';
 import type { TestOutcome } from '../test-results/test-outcome.ts';
-import { clearKeptWorktree, replaySetupChanges, saveSetupChanges } from '../workspace/kept-worktree.ts';
+import { saveSetupChanges } from '../workspace/kept-worktree.ts';
 import { commitSetupState, type SetupState } from '../workspace/patch.ts';
 import { moveToHead } from '../workspace/setup-base.ts';
+import { snapshotBase, type FreshBase } from './fresh-base.ts';
+import { checkoutInKept, guard, started, StaleEnvironmentError, type LiveSandbox } from './live-sandbox.ts';
 import type { SandboxSessionInput, SetupNetwork } from './sandbox-session.ts';
 import { runTestCommand } from './test-command.ts';
+
+export type { LiveSandbox } from './live-sandbox.ts';
 
 /** A setup command the repository's configuration (or the command line) gave failed: the user's to fix, not retried. */
 export class SetupError extends Error {
@@ -33,8 +37,12 @@ export interface Environment {
   sandbox: Sandbox;
   setupState: SetupState | undefined;
   setup: SetupReport;
-  /** The kept environment this run's setup is in (a hit, or what this run kept): the baseline tests start another sandbox from it. */
+  /** The kept environment this run's setup is in (a hit, or what this run kept). */
   kept: KeptEnv | null;
+  /** Where the runs that judge the change start: the state right after setup, nothing of the agent's. */
+  fresh: FreshBase;
+  /** The agent's sandbox's clock when the agent was about to start (`date +%s.%N`): what changed after is the agent's. */
+  agentStartedAt: string | null;
   dispose(): Promise<void>;
 }
 
@@ -96,7 +104,7 @@ async function bare(input: SandboxSessionInput): Promise<Environment> {
       await live.sandbox.takeOver();
       await moveToHead(live.sandbox, input.headAfterSetup.setupCommit, input.baseCommit, input.headAfterSetup.branch);
     }
-    return { sandbox: live.sandbox, setupState: undefined, setup: { commands: [], failed: null, envCache: { result: 'off', note: 'no setup commands' } }, kept: null, dispose: live.release };
+    return ready(input, live, { setupState: undefined, setup: { commands: [], failed: null, envCache: { result: 'off', note: 'no setup commands' } }, kept: null });
   });
 }
 
@@ -104,33 +112,7 @@ async function fromKeptEnvironment(input: SandboxSessionInput, kept: KeptEnv): P
   const live = await input.phase('sandbox', () => checkoutInKept(input, kept.image));
   return guard(live, async () => {
     const setupState = await settle(input, live.sandbox);
-    return { sandbox: live.sandbox, setupState, setup: { commands: [], failed: null, envCache: hitReport(kept) }, kept, dispose: live.release };
-  });
-}
-
-/** A sandbox that is removed on release, or as soon as the run's signal aborts. */
-export interface LiveSandbox {
-  sandbox: Sandbox;
-  release(): Promise<void>;
-}
-
-/** A kept environment whose setup changes to tracked files no longer apply to this checkout. */
-class StaleEnvironmentError extends Error {
-  override name = 'StaleEnvironmentError';
-}
-
-/**
- * A sandbox from a kept environment with this run's checkout in place of the one it was kept with,
- * and setup's changes to tracked files laid over it again, so it looks as after a setup that ran.
- */
-export async function checkoutInKept(input: SandboxSessionInput, image: string): Promise<LiveSandbox> {
-  const live = await created(input, image, 'none');
-  return guard(live, async () => {
-    await clearKeptWorktree(live.sandbox);
-    await live.sandbox.copyInFromInside(input.checkoutDir);
-    await live.sandbox.takeOver();
-    if ((await replaySetupChanges(live.sandbox)) === 'stale') throw new StaleEnvironmentError('the changes setup made to tracked files no longer apply to this commit');
-    return live;
+    return ready(input, live, { setupState, setup: { commands: [], failed: null, envCache: hitReport(kept) }, kept });
   });
 }
 
@@ -153,7 +135,7 @@ async function setUp(input: SandboxSessionInput, builder: EnvBuilder | null, key
         envCache = missReport(key, outcome);
       }
       const setupState = await settle(input, sandbox);
-      return { sandbox, setupState, setup: { ...setup, envCache }, kept, dispose: live.release };
+      return ready(input, live, { setupState, setup: { ...setup, envCache }, kept });
     });
   } finally {
     await network?.dispose();
@@ -207,38 +189,29 @@ async function settle(input: SandboxSessionInput, sandbox: Sandbox): Promise<Set
   return commitSetupState(sandbox, input.baseCommit);
 }
 
-/** A new sandbox with the checkout copied in. */
-async function started(input: SandboxSessionInput, image: string, network: string): Promise<LiveSandbox> {
-  const live = await created(input, image, network);
-  return guard(live, async () => {
-    await live.sandbox.copyIn(input.checkoutDir);
-    return live;
-  });
-}
-
-async function created(input: SandboxSessionInput, image: string, network: string): Promise<LiveSandbox> {
-  const sandbox = await Sandbox.create(input.docker, sandboxOptions(input, image, network), input.signal);
-  const stopWatching = sandbox.destroyOnAbort(input.signal);
-  return {
-    sandbox,
-    release: async () => {
-      stopWatching();
-      await sandbox.destroy();
-    },
-  };
-}
-
-function sandboxOptions(input: SandboxSessionInput, image: string, network: string) {
-  return { ...input.sandbox, image, network, runId: input.runId, workerId: input.workerId, ...(input.labels ? { labels: input.labels } : {}) };
-}
-
-/** Runs `fn` on a new sandbox; the sandbox is removed if it throws. */
-async function guard<T>(live: LiveSandbox, fn: () => Promise<T>): Promise<T> {
+/**
+ * The environment handed to the agent: the sandbox as it is now, before the agent's first step, is
+ * committed as the snapshot every judging run starts from (fresh-base.ts), and its clock is read: a
+ * file whose status changed after this moment was changed by the agent (no process can set a
+ * ctime back).
+ */
+async function ready(input: SandboxSessionInput, live: LiveSandbox, env: Omit<Environment, 'sandbox' | 'fresh' | 'agentStartedAt' | 'dispose'>): Promise<Environment> {
+  const fresh = await input.phase('snapshot', () => snapshotBase(input, live.sandbox));
   try {
-    return await fn();
+    const clock = await live.sandbox.exec(['date', '+%s.%N'], { cwd: '/', timeoutSeconds: 30 });
+    const now = clock.stdout.toString().trim();
+    return {
+      ...env,
+      fresh,
+      sandbox: live.sandbox,
+      agentStartedAt: clock.exitCode === 0 && /^\d+\.\d+$/.test(now) ? now : null,
+      dispose: async () => {
+        await live.release();
+        await fresh.dispose();
+      },
+    };
   } catch (err) {
-    await live.release();
+    await fresh.dispose().catch(() => undefined);
     throw err;
   }
 }
-

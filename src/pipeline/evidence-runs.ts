@@ -2,12 +2,8 @@ import { evidenceOf, type Evidence, type TestRunRecord } from '../evidence/verdi
 import { selectTestsCommand } from '../evidence/select-tests.ts';
 import { splitPatch, type SplitPatch } from '../evidence/split-patch.ts';
 import { weakenedTests } from '../evidence/weakened.ts';
-import { SandboxError } from '../sandbox/errors.ts';
-import type { Sandbox } from '../sandbox/sandbox.ts';
-import { SANDBOX_GIT, type ExtractedPatch } from '../workspace/patch.ts';
-import { writeSandboxFile } from '../workspace/sandbox-file.ts';
-import { moveToHead } from '../workspace/setup-base.ts';
-import { checkoutInKept, type Environment, type LiveSandbox } from './environment.ts';
+import type { Environment } from './environment.ts';
+import { applyPatch, type PublishedPatch } from './published-patch.ts';
 import type { SandboxSessionInput } from './sandbox-session.ts';
 import { runTests, type TestRun } from './test-command.ts';
 
@@ -26,6 +22,20 @@ export interface EvidenceRuns {
   changeTests: { files: string[]; command: string } | null;
   /** The change's test files on the base code, as run (a reproduction run's test is judged by it). */
   changeTestsOnBase: TestRunRecord | null;
+  /** Tests that pass in the agent's own sandbox and fail on the published change alone (verdict-check.ts). */
+  disagreement?: SandboxDisagreement | undefined;
+}
+
+/** Where the agent's own sandbox and a fresh one with only the published change disagree. */
+export interface SandboxDisagreement {
+  /** Tests that fail on the published change in a fresh sandbox and pass in the agent's own. */
+  tests: string[];
+  /** The command that ran them in the agent's sandbox. */
+  command: string;
+  /** What the agent changed outside its published patch (its home, site-packages, ignored files, /tmp), by path. */
+  outside: string[];
+  /** How many more such paths there were beyond `outside`. */
+  outsideMore: number;
 }
 
 /**
@@ -33,10 +43,10 @@ export interface EvidenceRuns {
  * after, and the change's own test files run twice on a fresh copy of the base code (once with the
  * tests alone, the fix reverted; once with the whole change), with the repository's runner,
  * selected by file. Weakened tests are read from the diff. The fresh copy is a sandbox of its own
- * from the kept environment, or, without one, the agent's sandbox put back to the base (every
- * process the agent left killed first). See src/evidence/ for the rules.
+ * in the state right after setup (fresh-base.ts), never the agent's. `patch` is what will be
+ * published. See src/evidence/ for the rules.
  */
-export async function gatherEvidence(input: SandboxSessionInput, env: Environment, patch: ExtractedPatch, before: TestRun | null, after: TestRun): Promise<EvidenceRuns> {
+export async function gatherEvidence(input: SandboxSessionInput, env: Environment, patch: PublishedPatch, before: TestRun | null, after: TestRun): Promise<EvidenceRuns> {
   const weakened = weakenedTests(patch.diff);
   const split = withReproTests(splitPatch(patch.diff), input.reproTests ?? null);
   const runner = input.testRunner ?? null;
@@ -66,51 +76,19 @@ function withReproTests(split: SplitPatch<Buffer>, repro: ReproTests | null): Sp
   return { ...split, tests: Buffer.concat([repro.patch, split.tests]), testFiles: [...repro.files, ...split.testFiles] };
 }
 
-async function runChangeTests(input: SandboxSessionInput, env: Environment, split: { tests: Buffer; code: Buffer }, command: string): Promise<{ onBase: TestRunRecord; withChange: TestRunRecord }> {
-  const fresh = await freshBase(input, env);
+async function runChangeTests(input: SandboxSessionInput, env: Environment, split: SplitPatch<Buffer>, command: string): Promise<{ onBase: TestRunRecord; withChange: TestRunRecord }> {
+  const fresh = await env.fresh.open('evidence');
   try {
     const box = fresh.sandbox;
-    await applyInSandbox(box, split.tests, "the change's tests");
+    await applyPatch(box, split.tests, split.testFiles, input.baseCommit, "the change's tests");
     const onBase = await runTests(box, command, input.testRunner ?? null, input.testTimeoutSeconds);
     await box.takeOver();
-    if (split.code.length > 0) await applyInSandbox(box, split.code, 'the rest of the change');
+    await applyPatch(box, split.code, split.codeFiles, input.baseCommit, 'the rest of the change');
     const withChange = await runTests(box, command, input.testRunner ?? null, input.testTimeoutSeconds);
     return { onBase: record(onBase), withChange: record(withChange) };
   } finally {
     await fresh.release();
   }
-}
-
-/** A worktree at the agent's starting point, with setup's work in place and nothing of the agent's. */
-async function freshBase(input: SandboxSessionInput, env: Environment): Promise<LiveSandbox> {
-  if (env.kept) {
-    const live = await checkoutInKept({ ...input, runId: `${input.runId}-evidence` }, env.kept.image);
-    await live.sandbox.takeOver();
-    if (input.headAfterSetup) await moveToHead(live.sandbox, input.headAfterSetup.setupCommit, input.baseCommit, input.headAfterSetup.branch);
-    return live;
-  }
-  // The agent's sandbox, put back: its processes killed, tracked files as after setup, its new files gone.
-  const box = env.sandbox;
-  await box.takeOver();
-  const state = env.setupState?.commit ?? input.baseCommit;
-  await must(box, 'putting the worktree back to the base', [...SANDBOX_GIT, 'reset', '-q', '--hard', state]);
-  await must(box, 'removing the files the agent added', [...SANDBOX_GIT, 'clean', '-q', '-f', '-d']);
-  return { sandbox: box, release: async () => undefined };
-}
-
-async function applyInSandbox(sandbox: Sandbox, patch: Buffer, what: string): Promise<void> {
-  if (patch.length === 0) return;
-  const file = await writeSandboxFile(sandbox, patch, what);
-  try {
-    await must(sandbox, `applying ${what}`, [...SANDBOX_GIT, 'apply', '--whitespace=nowarn', '--', file]);
-  } finally {
-    await sandbox.exec(['rm', '-f', '--', file], { timeoutSeconds: 30 });
-  }
-}
-
-async function must(sandbox: Sandbox, what: string, argv: string[]): Promise<void> {
-  const res = await sandbox.exec(argv, { cwd: sandbox.options.workdir, timeoutSeconds: 300 });
-  if (res.exitCode !== 0) throw new SandboxError(`${what} failed in the sandbox: ${res.stderr.toString().trim() || `exit ${res.exitCode}`}`);
 }
 
 function record(run: TestRun): TestRunRecord {

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { failureOnBase, failureReasons } from '../evidence/base-failures.ts';
 import { splitPatch } from '../evidence/split-patch.ts';
 import type { ReproTests } from './evidence-runs.ts';
+import { withReproTests } from './published-patch.ts';
 import type { AttemptsInput, SandboxRun } from './phases/attempts.ts';
 import type { RunContext } from './run-context.ts';
 
@@ -71,9 +72,5 @@ function keptTests(run: SandboxRun): { kept: ReproTests | null; why: string } {
 
 /** The published change with the reproduction's test files added, unless the change wrote those files itself. */
 export function withReproduction(patch: Buffer, reproduction: Reproduction | null | undefined): Buffer {
-  const kept = reproduction?.kept;
-  if (!kept || patch.length === 0) return patch;
-  const own = splitPatch(patch);
-  if (kept.files.some((f) => own.testFiles.includes(f) || own.codeFiles.includes(f))) return patch;
-  return Buffer.concat([patch, kept.patch]);
+  return withReproTests(patch, reproduction?.kept ?? null);
 }

@@ -97,7 +97,8 @@ export function evidenceSummary(session: SandboxSessionResult, run?: SandboxRun)
   if (!e) return null;
   const v = e.evidence;
   const repro = run ? reproductionLine(run) : null;
-  return { verdict: v.verdict, reproduction: v.reproduction, fixed: v.fixed, broken: v.broken, weakened: v.weakened, notes: v.notes, changeTests: e.changeTests, reproductionRun: repro };
+  const d = e.disagreement;
+  return { verdict: v.verdict, reproduction: v.reproduction, fixed: v.fixed, broken: v.broken, weakened: v.weakened, notes: v.notes, changeTests: e.changeTests, reproductionRun: repro, disagreement: d ? { tests: d.tests, outside: d.outside, outsideMore: d.outsideMore } : null };
 }
 
 /** The pull request's evidence label: verified, or not (null: no evidence was gathered). */
@@ -136,7 +137,9 @@ export function evidenceSection(session: SandboxSessionResult | null): Record<st
   const e = session?.evidence;
   if (!e) return session?.evidenceError ? { verdict: null, error: session.evidenceError } : null;
   const v = e.evidence;
-  return { verdict: v.verdict, reproduction: v.reproduction, fixed: v.fixed, broken: v.broken, weakened: v.weakened, still_failing: v.still_failing, notes: v.notes, change_tests: e.changeTests };
+  const d = e.disagreement;
+  const disagreement = d ? { tests: d.tests, command: d.command, outside_change: d.outside, outside_change_more: d.outsideMore } : null;
+  return { verdict: v.verdict, reproduction: v.reproduction, fixed: v.fixed, broken: v.broken, weakened: v.weakened, still_failing: v.still_failing, notes: v.notes, change_tests: e.changeTests, sandbox_disagreement: disagreement };
 }
 
 /** The per-test changes as the pull request names them. */

@@ -9,11 +9,13 @@ import type { Sandbox, SandboxOptions } from '../sandbox/sandbox.ts';
 import { compareRuns, type RunComparison, type TestRunner } from '../test-results/index.ts';
 import type { TestOutcome } from '../test-results/test-outcome.ts';
 import { extractPatch, type ExtractedPatch, type SetupState } from '../workspace/patch.ts';
-import { moveToHead } from '../workspace/setup-base.ts';
-import { checkoutInKept, prepareEnvironment, type Environment, type LiveSandbox, type SetupReport } from './environment.ts';
+import { prepareEnvironment, type Environment, type LiveSandbox, type SetupReport } from './environment.ts';
 import { gatherEvidence, type EvidenceRuns, type ReproTests } from './evidence-runs.ts';
-import { runTests, snapshotWorktree, type TestRun } from './test-command.ts';
+import type { FreshBase } from './fresh-base.ts';
+import { applyPatch, publishedPatch, type PublishedPatch } from './published-patch.ts';
+import { runTests, type TestRun } from './test-command.ts';
 import { putTestCache, takeTestCache, type TestCacheReport } from './test-cache.ts';
+import { checkAgentSandbox, disagreementNote } from './verdict-check.ts';
 
 export { SetupError } from './environment.ts';
 
@@ -55,8 +57,10 @@ export interface SandboxSessionInput {
   keep?: { cache: EnvCache; repoId: string; keyFiles: string[] } | null | undefined;
   /** Where setup may connect; null: setup runs without any network. */
   setupNetwork: SetupNetworkProvider | null;
-  /** Tests a reproduction run wrote before this attempt: the change is judged by them too. */
+  /** Tests a reproduction run wrote before this attempt: the change is judged by them too, and published with them. */
   reproTests?: ReproTests | null | undefined;
+  /** `exclude_paths` of the repository's configuration: files never published, so never judged either. */
+  excludePaths?: string[] | undefined;
   /** The administrator's CA certificates (LILYPAD_EXTRA_CA_CERTS) that setup's tools trust; never the agent's. */
   extraCaPem?: string | null | undefined;
   setupTimeoutSeconds: number;
@@ -90,7 +94,7 @@ export interface SessionTests {
   verdicts: RunComparison | null;
   /** Why the tests after the change did not run, where that is known (`no change`), else null. */
   afterNotRun: string | null;
-  /** The test runner's cache carried from the baseline's sandbox (null: the baseline ran in the agent's, or nothing to carry). */
+  /** The test runner's cache carried from the baseline's sandbox into the one the tests after the change ran in (null: nothing to carry). */
   cache: TestCacheReport | null;
 }
 
@@ -106,12 +110,16 @@ export interface SandboxSessionResult {
 }
 
 /**
- * The part of every run that happens in the container: the environment (kept, or set up through the
- * egress proxy, then cut off), the tests on the untouched code, the agent, the patch (as data), the
- * tests on the change. Every step whose result the host believes starts with takeOver(): no process
- * the repository or the agent started is alive, and the toolbox is fresh. Where the environment was
- * kept, the tests on the untouched code run beside the agent in a sandbox of their own, so the first
- * model request does not wait for them. Every container (and the setup network) is removed whatever
+ * The part of every run that happens in containers: the environment (kept, or set up through the
+ * egress proxy, then cut off), the agent in its sandbox, the patch (as data), and the runs that
+ * judge it. Those runs (the tests on the untouched code, the tests on the change, the evidence)
+ * never run in the agent's sandbox: each starts a sandbox of its own in the state right after setup
+ * (fresh-base.ts), and the tests on the change run on exactly the patch that will be published,
+ * applied there by Lilypad. Nothing the agent left outside its patch can reach them. Where the
+ * change is not verified, the failing tests are run once more in the agent's own sandbox, only to
+ * say why the two disagree when they do (verdict-check.ts). Every step whose result the host
+ * believes starts with takeOver(): no process the repository or the agent started is alive, and
+ * the toolbox is fresh. Every container, the snapshot and the setup network are removed whatever
  * happens, including on abort.
  */
 export async function runSandboxSession(input: SandboxSessionInput): Promise<SandboxSessionResult> {
@@ -127,9 +135,8 @@ async function runPhases(input: SandboxSessionInput, env: Environment): Promise<
   const { phase, signal } = input;
   const { sandbox } = env;
   checkAborted(signal);
-  // With a kept environment the baseline runs beside the agent; without one, before it, in its sandbox.
-  const baseline = env.kept ? startBaseline(input, env.kept.image) : null;
-  const inPlace = !baseline && input.testCommand ? await phase('tests_before', () => testUntouched(sandbox, input.testCommand!, input.testRunner ?? null, input.testTimeoutSeconds)) : null;
+  // The tests on the untouched code run beside the agent, in a sandbox of their own.
+  const baseline = input.testCommand ? startBaseline(input, env.fresh) : null;
   try {
     checkAborted(signal);
     const agent = await phase('agent', async () => {
@@ -147,7 +154,7 @@ async function runPhases(input: SandboxSessionInput, env: Environment): Promise<
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
       });
     });
-    const before = baseline ? await baseline.result() : inPlace;
+    const before = baseline ? await baseline.result() : null;
     const tests: SessionTests | null = input.testCommand ? { before: before?.outcome ?? null, after: null, verdicts: null, afterNotRun: null, cache: null } : null;
     if (agent.exitReason === 'cancelled') return { agent, patch: null, setup: env.setup, tests, evidence: null };
     // After a tool_error the sandbox may be gone: keep the agent's result and report no patch.
@@ -155,34 +162,64 @@ async function runPhases(input: SandboxSessionInput, env: Environment): Promise<
       if (agent.exitReason === 'tool_error') return null;
       throw err;
     });
-    const notRun = whyNoTestsAfter(patch);
-    if (!tests || !patch || notRun) {
+    const published = patch ? publishedPatch(patch.diff, input.reproTests ?? null, input.excludePaths ?? []) : null;
+    const notRun = whyNoTestsAfter(patch, published);
+    if (!tests || !patch || !published || notRun) {
       if (tests) tests.afterNotRun = notRun;
       return { agent, patch, setup: env.setup, tests, evidence: null };
     }
-    if (baseline) tests.cache = await baseline.carryCache(sandbox);
-    return { agent, patch, setup: env.setup, tests, ...(await testChange(input, env, patch, before, tests)) };
+    return { agent, patch, setup: env.setup, tests, ...(await judgeChange(input, env, published, before, tests, baseline)) };
   } finally {
     await baseline?.stop();
   }
 }
 
-/** The tests on the change, what changed per test, and the evidence (a failure to gather it is reported, not thrown). */
-async function testChange(input: SandboxSessionInput, env: Environment, patch: ExtractedPatch, before: TestRun | null, tests: SessionTests): Promise<Pick<SandboxSessionResult, 'evidence' | 'evidenceError'>> {
-  const { sandbox } = env;
+/**
+ * The tests on the published change in a fresh sandbox, what changed per test, the evidence (a
+ * failure to gather it is reported, not thrown), and, where the change is not verified, whether the
+ * agent's own sandbox disagrees.
+ */
+async function judgeChange(input: SandboxSessionInput, env: Environment, published: PublishedPatch, before: TestRun | null, tests: SessionTests, baseline: Baseline | null): Promise<Pick<SandboxSessionResult, 'evidence' | 'evidenceError'>> {
   checkAborted(input.signal);
-  await sandbox.takeOver();
-  const after = await input.phase('tests_after', () => runTests(sandbox, input.testCommand!, input.testRunner ?? null, input.testTimeoutSeconds));
+  const after = await testsOnChange(input, env, published, (box) => (baseline ? baseline.carryCache(box).then((c) => void (tests.cache = c)) : Promise.resolve()));
   tests.after = after.outcome;
   tests.verdicts = before ? compareRuns(before.parsed, after.parsed) : null;
   checkAborted(input.signal);
-  return gatherEvidence(input, env, patch, before, after).then(
+  const gathered = await gatherEvidence(input, env, published, before, after).then(
     (evidence) => ({ evidence }),
     (err: unknown) => {
       if (err instanceof CancelledError || input.signal?.aborted) throw err;
       return { evidence: null, evidenceError: (err as Error).message };
     },
   );
+  if (gathered.evidence && gathered.evidence.evidence.verdict !== 'verified') {
+    const disagreement = await input.phase('agent_sandbox_check', () => checkAgentSandbox(input, env, published, after));
+    if (disagreement) {
+      gathered.evidence.disagreement = disagreement;
+      gathered.evidence.evidence.notes.unshift(disagreementNote(disagreement));
+    }
+  }
+  return gathered;
+}
+
+/** The repository's tests on the published change, in a fresh sandbox: the tests after the change. */
+async function testsOnChange(input: SandboxSessionInput, env: Environment, published: PublishedPatch, prepare: (box: Sandbox) => Promise<void>): Promise<TestRun> {
+  const live = await input.phase('verdict_sandbox', async () => {
+    const opened = await env.fresh.open('verdict');
+    try {
+      await applyPatch(opened.sandbox, published.withRepro, published.withReproFiles, input.baseCommit, 'the change');
+      await prepare(opened.sandbox);
+      return opened;
+    } catch (err) {
+      await opened.release();
+      throw err;
+    }
+  });
+  try {
+    return await input.phase('tests_after', () => runTests(live.sandbox, input.testCommand!, input.testRunner ?? null, input.testTimeoutSeconds));
+  } finally {
+    await live.release();
+  }
 }
 
 function checkAborted(signal: AbortSignal | undefined): void {
@@ -191,11 +228,13 @@ function checkAborted(signal: AbortSignal | undefined): void {
 
 /**
  * Why the tests after the change are not to run, or null when they are: without a change (no patch,
- * or one that changes no file) they would run the very code the baseline ran, so they cannot differ.
+ * or one that changes no file) they would run the very code the baseline ran, so they cannot differ;
+ * a change none of whose files is published leaves nothing to judge either.
  */
-export function whyNoTestsAfter(patch: ExtractedPatch | null): string | null {
+export function whyNoTestsAfter(patch: ExtractedPatch | null, published?: PublishedPatch | null): string | null {
   if (!patch) return 'no patch could be taken';
-  return patch.files.length === 0 ? 'no change' : null;
+  if (patch.files.length === 0) return 'no change';
+  return published && published.files.length === 0 ? 'none of the changed files is published' : null;
 }
 
 interface Baseline {
@@ -208,19 +247,16 @@ interface Baseline {
 }
 
 /**
- * The tests on the untouched code, started at once in a sandbox of their own from the kept
- * environment with this run's checkout, while the agent works in its own: nothing the agent does
- * can reach them.
+ * The tests on the untouched code, started at once in a fresh sandbox of their own while the agent
+ * works in its own: nothing the agent does can reach them.
  */
-function startBaseline(input: SandboxSessionInput, keptImage: string): Baseline | null {
+function startBaseline(input: SandboxSessionInput, fresh: FreshBase): Baseline | null {
   const command = input.testCommand;
   if (!command) return null;
   let live: LiveSandbox | null = null;
   const release = async () => void (await (live as LiveSandbox | null)?.release());
   const run = (async () => {
-    live = await checkoutInKept({ ...input, runId: `${input.runId}-baseline` }, keptImage);
-    await live.sandbox.takeOver();
-    if (input.headAfterSetup) await moveToHead(live.sandbox, input.headAfterSetup.setupCommit, input.baseCommit, input.headAfterSetup.branch);
+    live = await fresh.open('baseline');
     return runTests(live.sandbox, command, input.testRunner ?? null, input.testTimeoutSeconds);
   })();
   // Known before the agent is done, the outcome still shows as the tests on the untouched code.
@@ -249,16 +285,6 @@ function startBaseline(input: SandboxSessionInput, keptImage: string): Baseline 
       if (t && 'held' in t) await t.held.dispose();
     },
   };
-}
-
-/** Tests on the untouched code in the agent's sandbox; whatever they created or left running is undone. */
-async function testUntouched(sandbox: Sandbox, command: string, runner: TestRunner | null, timeoutSeconds: number): Promise<TestRun> {
-  await sandbox.takeOver();
-  const restore = await snapshotWorktree(sandbox);
-  const run = await runTests(sandbox, command, runner, timeoutSeconds);
-  await sandbox.takeOver();
-  await restore();
-  return run;
 }
 
 /** The patch is read over a fresh toolbox, after every process the agent left has been killed. */

@@ -1,14 +1,14 @@
 import { SandboxError } from '../sandbox/errors.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import { findLeftovers, type LeftOutPath } from './leftovers.ts';
+import { SANDBOX_GIT } from './sandbox-git.ts';
+import { mustRun, withTrustedGit, type TrustedGit } from './trusted-git.ts';
+
+export { SANDBOX_GIT } from './sandbox-git.ts';
 
 const MAX_PATCH_BYTES = 64 * 1024 * 1024;
 /** NUL-separated path lists (the base commit's files, what changed). */
 const MAX_LIST_BYTES = 64 * 1024 * 1024;
-
-// The repository's .git is writable by the agent: neutralise everything in it that could run a
-// program or rewrite the diff (hooks, fsmonitor, external diff drivers, textconv, pagers).
-export const SANDBOX_GIT = ['git', '-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'core.pager=cat', '-c', 'diff.external=', '-c', 'core.quotepath=false'];
 
 export interface ExtractedPatch {
   diff: Buffer;
@@ -25,8 +25,11 @@ export interface SetupState {
 
 /**
  * The patch as the reference takes it: the working tree against the base commit, new files
- * included, binary-safe (`git add -A`, `git diff --cached --binary <base>`, `git reset`). It
- * leaves the container as data; host git never runs inside the agent's .git.
+ * included, binary-safe (`git add -A`, `git diff --cached --binary <base>`). It leaves the
+ * container as data; host git never runs inside the agent's .git, and neither does the git that
+ * reads it here: withTrustedGit() gives it a git folder, index and configuration of Lilypad's, so
+ * no filter, attribute, exclude or index flag the agent set can make the patch differ from its
+ * worktree.
  *
  * Left out, by putting them back in the index as they are at the base commit before the diff:
  * files the agent did not touch after setup (`setup.commit`), and what findLeftovers decides (and
@@ -35,39 +38,34 @@ export interface SetupState {
  * to the repository as it is on GitHub.
  */
 export async function extractPatch(sandbox: Sandbox, baseCommit: string, setup?: SetupState): Promise<ExtractedPatch> {
-  const workdir = sandbox.options.workdir;
-  const run = (args: string[], keepBytes?: number) => sandbox.exec(args, { cwd: workdir, timeoutSeconds: 300, ...(keepBytes ? { keepBytes } : {}) });
+  return withTrustedGit(sandbox, setup?.commit ?? baseCommit, (git) => readPatch(sandbox, git, baseCommit, setup));
+}
+
+async function readPatch(sandbox: Sandbox, git: TrustedGit, baseCommit: string, setup: SetupState | undefined): Promise<ExtractedPatch> {
   const list = async (what: string, args: string[]): Promise<string[]> => {
-    const res = await run([...SANDBOX_GIT, ...args], MAX_LIST_BYTES);
-    if (res.exitCode !== 0) throw new SandboxError(`${what} failed in the sandbox: ${res.stderr.toString().trim()}`);
+    const res = await mustRun(sandbox, git, what, args, MAX_LIST_BYTES);
     if (res.stdoutBytes > MAX_LIST_BYTES) throw new SandboxError(`${what} listed more than ${MAX_LIST_BYTES} bytes of paths; refusing to take the patch`);
     return res.stdout.toString('utf8').split('\0').filter(Boolean);
   };
   const diffArgs = ['--cached', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color'];
-  const add = await run([...SANDBOX_GIT, 'add', '-A']);
-  if (add.exitCode !== 0) throw new SandboxError(`git add -A failed in the sandbox: ${add.stderr.toString().trim()}`);
-  try {
-    let changed = await list('listing the changed files', ['diff', ...diffArgs, '--name-only', '-z', baseCommit]);
-    if (changed.length === 0) return { diff: Buffer.alloc(0), files: [], leftOut: [] };
-    // What only setup changed was never the agent's work: it goes without a mention, as it always did.
-    const revert: string[] = [];
-    if (setup && setup.commit !== baseCommit) {
-      const touched = new Set(await list('listing the files changed after setup', ['diff', ...diffArgs, '--name-only', '-z', setup.commit]));
-      revert.push(...changed.filter((p) => !touched.has(p)));
-      changed = changed.filter((p) => touched.has(p));
-    }
-    const tracked = await list('listing the files of the base commit', ['ls-tree', '-r', '-z', '--name-only', '--full-tree', baseCommit]);
-    const { leftOut } = findLeftovers({ paths: changed, tracked, setupCreated: new Set(setup?.created ?? []) });
-    revert.push(...leftOut.map((l) => l.path));
-    if (revert.length > 0) await resetToBase(sandbox, baseCommit, revert);
-    const diff = await run([...SANDBOX_GIT, 'diff', ...diffArgs, '--binary', baseCommit], MAX_PATCH_BYTES);
-    if (diff.exitCode !== 0) throw new SandboxError(`git diff failed in the sandbox: ${diff.stderr.toString().trim()}`);
-    if (diff.stdoutBytes > MAX_PATCH_BYTES) throw new SandboxError(`the patch is larger than ${MAX_PATCH_BYTES} bytes; refusing to publish it`);
-    const files = await list('listing the patch\'s files', ['diff', ...diffArgs, '--name-only', '-z', baseCommit]);
-    return { diff: diff.stdout, files, leftOut };
-  } finally {
-    await run([...SANDBOX_GIT, 'reset', '-q', '--mixed', 'HEAD']);
+  await mustRun(sandbox, git, 'git add -A', ['add', '-A']);
+  let changed = await list('listing the changed files', ['diff', ...diffArgs, '--name-only', '-z', baseCommit]);
+  if (changed.length === 0) return { diff: Buffer.alloc(0), files: [], leftOut: [] };
+  // What only setup changed was never the agent's work: it goes without a mention, as it always did.
+  const revert: string[] = [];
+  if (setup && setup.commit !== baseCommit) {
+    const touched = new Set(await list('listing the files changed after setup', ['diff', ...diffArgs, '--name-only', '-z', setup.commit]));
+    revert.push(...changed.filter((p) => !touched.has(p)));
+    changed = changed.filter((p) => touched.has(p));
   }
+  const tracked = await list('listing the files of the base commit', ['ls-tree', '-r', '-z', '--name-only', '--full-tree', baseCommit]);
+  const { leftOut } = findLeftovers({ paths: changed, tracked, setupCreated: new Set(setup?.created ?? []) });
+  revert.push(...leftOut.map((l) => l.path));
+  if (revert.length > 0) await resetToBase(sandbox, git, baseCommit, revert);
+  const diff = await mustRun(sandbox, git, 'git diff', ['diff', ...diffArgs, '--binary', baseCommit], MAX_PATCH_BYTES);
+  if (diff.stdoutBytes > MAX_PATCH_BYTES) throw new SandboxError(`the patch is larger than ${MAX_PATCH_BYTES} bytes; refusing to publish it`);
+  const files = await list("listing the patch's files", ['diff', ...diffArgs, '--name-only', '-z', baseCommit]);
+  return { diff: diff.stdout, files, leftOut };
 }
 
 /** Bytes of paths one exec carries as arguments: well below the kernel's limit for a command line. */
@@ -78,11 +76,9 @@ const ARG_CHUNK_BYTES = 96 * 1024;
  * The list can be long (a node_modules/): it goes to a file in the container (withPathList), and
  * `git reset` reads it from there.
  */
-async function resetToBase(sandbox: Sandbox, base: string, paths: string[]): Promise<void> {
-  const run = (args: string[]) => sandbox.exec(args, { cwd: sandbox.options.workdir, timeoutSeconds: 300 });
+async function resetToBase(sandbox: Sandbox, git: TrustedGit, base: string, paths: string[]): Promise<void> {
   await withPathList(sandbox, paths, 'the list of left-out files', async (listFile) => {
-    const reset = await run([...SANDBOX_GIT, '--literal-pathspecs', 'reset', '-q', base, `--pathspec-from-file=${listFile}`, '--pathspec-file-nul']);
-    if (reset.exitCode !== 0) throw new SandboxError(`leaving files out of the patch failed in the sandbox: ${reset.stderr.toString().trim()}`);
+    await mustRun(sandbox, git, 'leaving files out of the patch', ['--literal-pathspecs', 'reset', '-q', base, `--pathspec-from-file=${listFile}`, '--pathspec-file-nul']);
   });
 }
 

@@ -140,6 +140,7 @@ function sessionInput(ctx: RunContext, input: AttemptsInput, run: RunShape, atte
     setupNetwork: ctx.setupNetwork,
     extraCaPem: ctx.extraCaPem,
     reproTests: input.reproTests,
+    excludePaths: config.exclude_paths,
     setupTimeoutSeconds: Math.min(config.setup_timeout_minutes * 60, settings.limits.setupTimeoutSeconds),
     onSetupOutcome: attempt === 1 ? input.onSetupOutcome : undefined,
     testCommand: config.test,
