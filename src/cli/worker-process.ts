@@ -16,6 +16,7 @@ import { SandboxSlots } from '../pipeline/sandbox-slots.ts';
 import { EgressProxy, parseEgressPolicy, parsePrivateAllow, readEgressHostsFile } from '../sandbox/egress.ts';
 import { checkSandboxRuntime } from '../sandbox/runtime.ts';
 import { LABEL_WORKER, removeLabelled } from '../sandbox/sandbox.ts';
+import { removeSnapshots } from '../sandbox/snapshot.ts';
 import { CancelBus, type CancelRequest } from '../store/cancel-bus.ts';
 import { startHeartbeat } from '../store/heartbeats.ts';
 import { installationId } from '../store/installation-id.ts';
@@ -128,6 +129,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
         place.stopSweeps();
         stopRescheduling();
         await removeLabelled(opts.docker, LABEL_INSTANCE, instance).catch(() => 0);
+        await removeSnapshots(opts.docker, [`${LABEL_INSTANCE}=${instance}`]).catch(() => 0);
         if (setupNetwork instanceof EgressProxy) await setupNetwork.stop();
         await place.leave();
         redis.disconnect();

@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../observability/logger.ts';
 import { LABEL_ROLE, removeEgressLeftovers } from '../sandbox/egress.ts';
 import { LABEL_RUN, LABEL_WORKER } from '../sandbox/sandbox.ts';
+import { listSnapshots, removeSnapshots } from '../sandbox/snapshot.ts';
 import { HEARTBEAT_EVERY_MS, isAlive } from '../store/heartbeats.ts';
 import type { RunJob } from '../store/jobs.ts';
 import { LABEL_INSTALLATION, LABEL_INSTANCE, LABEL_JOB } from './worker-labels.ts';
@@ -34,6 +35,8 @@ async function instanceDirInstallation(dir: string): Promise<string | undefined>
 export interface SweepSummary {
   instances: string[];
   containers: number;
+  /** Snapshot images of runs (the state right after setup the judging sandboxes start from). */
+  images: number;
   networks: number;
   tmpDirs: number;
 }
@@ -54,9 +57,10 @@ export interface SweepScope {
  */
 export async function sweepDeadInstances(docker: Docker, redis: Redis, scope: SweepScope, tmpRoot: string, self: string, confirmMs = HEARTBEAT_EVERY_MS + 5_000): Promise<SweepSummary> {
   const { prefix, installation } = scope;
-  const summary: SweepSummary = { instances: [], containers: 0, networks: 0, tmpDirs: 0 };
+  const summary: SweepSummary = { instances: [], containers: 0, images: 0, networks: 0, tmpDirs: 0 };
   const labelled = await docker.listContainers({ all: true, filters: { label: [LABEL_INSTANCE, `${LABEL_INSTALLATION}=${installation}`] } });
-  const fromDocker = labelled.map((c) => c.Labels[LABEL_INSTANCE]).filter((i): i is string => !!i);
+  const snapshots = await listSnapshots(docker, [LABEL_INSTANCE, `${LABEL_INSTALLATION}=${installation}`]);
+  const fromDocker = [...labelled.map((c) => c.Labels[LABEL_INSTANCE]), ...snapshots.map((i) => i.Labels?.[LABEL_INSTANCE])].filter((i): i is string => !!i);
   const fromDisk: string[] = [];
   for (const name of await readdir(tmpRoot).catch(() => [] as string[])) {
     if ((await instanceDirInstallation(path.join(tmpRoot, name))) === installation) fromDisk.push(name);
@@ -69,6 +73,8 @@ export async function sweepDeadInstances(docker: Docker, redis: Redis, scope: Sw
     if (await isAlive(redis, prefix, instance)) continue;
     summary.instances.push(instance);
     summary.containers += await removeContainers(docker, labelled.filter((c) => c.Labels[LABEL_INSTANCE] === instance));
+    // Snapshots after their sandboxes, which start from them.
+    summary.images += await removeSnapshots(docker, [`${LABEL_INSTANCE}=${instance}`, `${LABEL_INSTALLATION}=${installation}`]);
     // Setup networks go after the sandboxes attached to them.
     const gone = await removeEgressLeftovers(docker, LABEL_INSTANCE, instance, { [LABEL_INSTALLATION]: installation });
     summary.networks += gone.networks;
@@ -81,17 +87,18 @@ export async function sweepDeadInstances(docker: Docker, redis: Redis, scope: Sw
 }
 
 /**
- * Removes this live instance's own leftovers: sandboxes and setup networks of jobs it is no longer
- * running. A run's own cleanup can fail (the Docker engine restarted under it and was not back in
- * time); the next sweep finishes the job.
+ * Removes this live instance's own leftovers: sandboxes, snapshots and setup networks of jobs it is
+ * no longer running. A run's own cleanup can fail (the Docker engine restarted under it and was not
+ * back in time); the next sweep finishes the job.
  */
-export async function sweepOwnLeftovers(docker: Docker, self: string, liveJobs: ReadonlySet<string>, installation: string): Promise<{ containers: number; networks: number }> {
+export async function sweepOwnLeftovers(docker: Docker, self: string, liveJobs: ReadonlySet<string>, installation: string): Promise<{ containers: number; images: number; networks: number }> {
   const mine = [`${LABEL_INSTANCE}=${self}`, `${LABEL_INSTALLATION}=${installation}`];
   const stale = (labels: Record<string, string> | undefined) => {
     const job = labels?.[LABEL_JOB];
     return labels?.[LABEL_RUN] !== undefined && job !== undefined && !liveJobs.has(job);
   };
   const containers = await removeContainers(docker, (await docker.listContainers({ all: true, filters: { label: [...mine, LABEL_RUN] } })).filter((c) => stale(c.Labels)));
+  const images = await removeSnapshots(docker, [...mine, LABEL_RUN], (labels) => !stale(labels));
   let networks = 0;
   for (const n of await docker.listNetworks({ filters: { label: [...mine, LABEL_RUN, LABEL_ROLE] } })) {
     if (!stale(n.Labels)) continue;
@@ -101,7 +108,7 @@ export async function sweepOwnLeftovers(docker: Docker, self: string, liveJobs: 
       .then(() => networks++)
       .catch(() => undefined);
   }
-  return { containers, networks };
+  return { containers, images, networks };
 }
 
 /** Removes the containers (and their anonymous volumes), one by one; returns how many went. */
@@ -172,7 +179,7 @@ export function startSweeps(opts: SweepsOptions): () => void {
       logger.warn({ err: err.message }, 'sweep of own leftovers failed');
       return null;
     });
-    if (own && own.containers + own.networks > 0) logger.warn(own, 'removed sandboxes and networks of runs that had ended without removing them');
+    if (own && own.containers + own.images + own.networks > 0) logger.warn(own, 'removed sandboxes, snapshots and networks of runs that had ended without removing them');
   };
   void sweep();
   const timer = setInterval(() => void sweep(), heartbeatMs * SWEEP_EVERY_BEATS);

@@ -9,6 +9,7 @@ import { runLocal } from '../pipeline/local-run.ts';
 import type { EnvCache } from '../sandbox/env-cache/index.ts';
 import type { RunSettings } from '../pipeline/run-context.ts';
 import { removeLabelled } from '../sandbox/sandbox.ts';
+import { removeSnapshots } from '../sandbox/snapshot.ts';
 import { attemptCost, type EndpointSpec } from './endpoint.ts';
 import { instanceFingerprint, type EvalInstance, type InstanceProblem } from './instance.ts';
 import { emptyReport, judgePatch, type JudgeResult, type JudgeSandbox } from './judge.ts';
@@ -154,6 +155,7 @@ async function sweepContainers(docker: Docker, runId: string): Promise<void> {
   for (;;) {
     try {
       await removeLabelled(docker, LABEL_EVAL, runId);
+      await removeSnapshots(docker, [`${LABEL_EVAL}=${runId}`]);
       const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL_EVAL}=${runId}`] } });
       if (left.length === 0) return;
     } catch {

@@ -1,13 +1,7 @@
-import { withDeadline } from '../sandbox/deadline.ts';
-import { SandboxError } from '../sandbox/errors.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
+import { commitSnapshot, removeSnapshot } from '../sandbox/snapshot.ts';
 import { created, type LiveSandbox } from './live-sandbox.ts';
 import type { SandboxSessionInput } from './sandbox-session.ts';
-
-/** On a snapshot image (and so on the sandboxes started from it): the run's, removed with it or by the sweeps. */
-export const LABEL_SNAPSHOT = 'dev.lilypad.snapshot';
-const COMMIT_MS = 15 * 60_000;
-const CALL_MS = 60_000;
 
 /**
  * Where every run whose result Lilypad believes starts (the tests before and after the change, the
@@ -28,41 +22,18 @@ export interface FreshBase {
 }
 
 /**
- * Commits `sandbox` (set up, offline, settled at the agent's starting point, no process of the
- * agent's ever started in it) as an image the run's later sandboxes start from. The image keeps the
+ * Commits `sandbox` (set up, offline, at the agent's starting point, no process of the agent's
+ * ever started in it) as the image the run's judging sandboxes start from. The image keeps the
  * container's configuration (user 0:0, no entrypoint of the image's), so the sandboxes opened from
  * it are told the agent's user, which the hardened spec would otherwise read from the image.
  */
 export async function snapshotBase(input: SandboxSessionInput, sandbox: Sandbox): Promise<FreshBase> {
   await sandbox.takeOver();
-  const started = performance.now();
-  const { Id: image } = (await withDeadline(
-    sandbox.container.commit({ pause: true, comment: 'Lilypad: the sandbox right after setup, for the runs that judge the change', changes: [`LABEL ${LABEL_SNAPSHOT}=${input.runId}`] }),
-    COMMIT_MS,
-    'committing the sandbox after setup',
-  )) as { Id: string };
-  const commitMs = Math.round(performance.now() - started);
+  const { image, ms } = await commitSnapshot(sandbox, input.runId);
   const user = sandbox.options.user;
   return {
-    commitMs,
-    open: (name) => created(named(input, name), { image, network: 'none', user }),
-    dispose: () => removeImage(input, image),
+    commitMs: ms,
+    open: (name) => created({ ...input, runId: `${input.runId}-${name}` }, { image, network: 'none', user }),
+    dispose: () => removeSnapshot(input.docker, image),
   };
-}
-
-function named(input: SandboxSessionInput, name: string): SandboxSessionInput {
-  return { ...input, runId: `${input.runId}-${name}` };
-}
-
-async function removeImage(input: SandboxSessionInput, image: string): Promise<void> {
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      await withDeadline(input.docker.getImage(image).remove({ force: true, noprune: false }), CALL_MS, 'removing the snapshot after setup');
-      return;
-    } catch (err) {
-      if ((err as { statusCode?: number }).statusCode === 404) return;
-      if (attempt === 2) throw new SandboxError(`could not remove the snapshot image ${image}: ${(err as Error).message}`);
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
 }

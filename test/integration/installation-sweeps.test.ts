@@ -19,6 +19,7 @@ import { installationId } from '../../src/store/installation-id.ts';
 import { RUNS_QUEUE, type RunJob } from '../../src/store/jobs.ts';
 import { createLogger } from '../../src/observability/logger.ts';
 import { createDockerClient, LABEL_MANAGED, LABEL_RUN, LABEL_WORKER } from '../../src/sandbox/sandbox.ts';
+import { LABEL_SNAPSHOT } from '../../src/sandbox/snapshot.ts';
 import { startPrivateRedis, type PrivateRedis } from '../support/private-redis.ts';
 import { TEST_IMAGE } from '../support/sandbox-harness.ts';
 
@@ -122,4 +123,32 @@ test("two installations on one engine: neither sweep removes the other's live sa
   assert.equal(await exists(sandboxA), false);
   const orphansB = await sweepOrphans(docker, queueB, workerId, idB);
   assert.equal(orphansB, 1, "B's sandbox without an active job in B is B's orphan");
+});
+
+test("snapshot images (the state a run's judging sandboxes start from): a dead instance's and an ended job's go, a live job's stays", async () => {
+  const idA = await installationId(redisA, prefix, { dataDir, redisUrl: SHARED_URL });
+  const [live, dead] = [`${workerId}-3-live`, `${workerId}-4-dead`];
+  const hb = startHeartbeat(redisA, prefix, live, logger, idA);
+  stops.push(() => hb.stop());
+  /** A snapshot as a run commits it: the sandbox's labels and the snapshot label. */
+  const snapshotOf = async (instance: string, job: string): Promise<string> => {
+    const box = docker.getContainer(await sandboxOf(idA, instance, job));
+    const made = (await box.commit({ changes: [`LABEL ${LABEL_SNAPSHOT}=${job}-run`] })) as { Id: string };
+    await box.remove({ force: true });
+    stops.push(() => docker.getImage(made.Id).remove({ force: true }));
+    return made.Id;
+  };
+  const imageExists = (id: string) => docker.getImage(id).inspect().then(() => true, () => false);
+  const [ofDead, ofLiveJob, ofEndedJob] = [await snapshotOf(dead, `job-d-${tag}`), await snapshotOf(live, `job-l-${tag}`), await snapshotOf(live, `job-e-${tag}`)];
+
+  const swept = await sweepDeadInstances(docker, redisA, { prefix, installation: idA }, path.join(dataDir, 'tmp'), live, 0);
+  assert.ok(swept.instances.includes(dead), `the dead instance is found from its snapshot alone: ${JSON.stringify(swept)}`);
+  assert.equal(swept.images, 1);
+  assert.equal(await imageExists(ofDead), false, "the dead instance's snapshot is removed");
+  assert.equal(await imageExists(ofLiveJob), true);
+
+  const own = await sweepOwnLeftovers(docker, live, new Set([`job-l-${tag}`]), idA);
+  assert.equal(own.images, 1);
+  assert.equal(await imageExists(ofEndedJob), false, "an ended job's snapshot is removed");
+  assert.equal(await imageExists(ofLiveJob), true, "a running job's snapshot stays");
 });
