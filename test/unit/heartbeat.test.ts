@@ -132,7 +132,7 @@ describe('sweepDeadInstances', () => {
     try {
       await waitFor(() => isAlive(redis, prefix, live), 'the live heartbeat', 5000);
       const summary = await sweepDeadInstances(createDockerClient(), redis, { prefix, installation: INSTALLATION }, root, self, 0);
-      assert.deepEqual(summary, { instances: [dead], containers: 0, networks: 0, tmpDirs: 1 });
+      assert.deepEqual(summary, { instances: [dead], containers: 0, images: 0, networks: 0, tmpDirs: 1 });
       assert.deepEqual((await readdir(root)).sort(), [foreign, live, self, unmarked].sort());
     } finally {
       await hb.stop();
@@ -166,6 +166,6 @@ describe('sweepDeadInstances', () => {
 
   test('a missing temp root is no error', async () => {
     const summary = await sweepDeadInstances(createDockerClient(), redis, { prefix: uniquePrefix(), installation: INSTALLATION }, path.join(tmpRoot, 'absent'), 'self', 0);
-    assert.deepEqual(summary, { instances: [], containers: 0, networks: 0, tmpDirs: 0 });
+    assert.deepEqual(summary, { instances: [], containers: 0, images: 0, networks: 0, tmpDirs: 0 });
   });
 });
