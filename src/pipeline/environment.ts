@@ -39,8 +39,8 @@ export interface Environment {
   setup: SetupReport;
   /** The kept environment this run's setup is in (a hit, or what this run kept). */
   kept: KeptEnv | null;
-  /** Where the runs that judge the change start: the state right after setup, nothing of the agent's. */
-  fresh: FreshBase;
+  /** Where the runs that judge the change start: the state right after setup, nothing of the agent's (null: no test command, so nothing to judge with). */
+  fresh: FreshBase | null;
   /** The agent's sandbox's clock when the agent was about to start (`date +%s.%N`): what changed after is the agent's. */
   agentStartedAt: string | null;
   dispose(): Promise<void>;
@@ -196,7 +196,7 @@ async function settle(input: SandboxSessionInput, sandbox: Sandbox): Promise<Set
  * ctime back).
  */
 async function ready(input: SandboxSessionInput, live: LiveSandbox, env: Omit<Environment, 'sandbox' | 'fresh' | 'agentStartedAt' | 'dispose'>): Promise<Environment> {
-  const fresh = await input.phase('snapshot', () => snapshotBase(input, live.sandbox));
+  const fresh = input.testCommand ? await input.phase('snapshot', () => snapshotBase(input, live.sandbox)) : null;
   try {
     const clock = await live.sandbox.exec(['date', '+%s.%N'], { cwd: '/', timeoutSeconds: 30 });
     const now = clock.stdout.toString().trim();
@@ -207,11 +207,11 @@ async function ready(input: SandboxSessionInput, live: LiveSandbox, env: Omit<En
       agentStartedAt: clock.exitCode === 0 && /^\d+\.\d+$/.test(now) ? now : null,
       dispose: async () => {
         await live.release();
-        await fresh.dispose();
+        await fresh?.dispose();
       },
     };
   } catch (err) {
-    await fresh.dispose().catch(() => undefined);
+    await fresh?.dispose().catch(() => undefined);
     throw err;
   }
 }

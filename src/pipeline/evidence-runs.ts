@@ -3,6 +3,7 @@ import { selectTestsCommand } from '../evidence/select-tests.ts';
 import { splitPatch, type SplitPatch } from '../evidence/split-patch.ts';
 import { weakenedTests } from '../evidence/weakened.ts';
 import type { Environment } from './environment.ts';
+import { freshBaseOf } from './fresh-base.ts';
 import { applyPatch, type PublishedPatch } from './published-patch.ts';
 import type { SandboxSessionInput } from './sandbox-session.ts';
 import { runTests, type TestRun } from './test-command.ts';
@@ -77,7 +78,7 @@ function withReproTests(split: SplitPatch<Buffer>, repro: ReproTests | null): Sp
 }
 
 async function runChangeTests(input: SandboxSessionInput, env: Environment, split: SplitPatch<Buffer>, command: string): Promise<{ onBase: TestRunRecord; withChange: TestRunRecord }> {
-  const fresh = await env.fresh.open('evidence');
+  const fresh = await freshBaseOf(env).open('evidence');
   try {
     const box = fresh.sandbox;
     await applyPatch(box, split.tests, split.testFiles, input.baseCommit, "the change's tests");

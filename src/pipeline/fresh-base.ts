@@ -37,3 +37,9 @@ export async function snapshotBase(input: SandboxSessionInput, sandbox: Sandbox)
     dispose: () => removeSnapshot(input.docker, image),
   };
 }
+
+/** The run's snapshot, which exists whenever there is a test command to judge with. */
+export function freshBaseOf(env: { fresh: FreshBase | null }): FreshBase {
+  if (!env.fresh) throw new Error('no snapshot to judge from: the run has no test command');
+  return env.fresh;
+}

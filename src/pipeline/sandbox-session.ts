@@ -11,7 +11,7 @@ import type { TestOutcome } from '../test-results/test-outcome.ts';
 import { extractPatch, type ExtractedPatch, type SetupState } from '../workspace/patch.ts';
 import { prepareEnvironment, type Environment, type LiveSandbox, type SetupReport } from './environment.ts';
 import { gatherEvidence, type EvidenceRuns, type ReproTests } from './evidence-runs.ts';
-import type { FreshBase } from './fresh-base.ts';
+import { freshBaseOf, type FreshBase } from './fresh-base.ts';
 import { applyPatch, publishedPatch, type PublishedPatch } from './published-patch.ts';
 import { runTests, type TestRun } from './test-command.ts';
 import { putTestCache, takeTestCache, type TestCacheReport } from './test-cache.ts';
@@ -136,7 +136,7 @@ async function runPhases(input: SandboxSessionInput, env: Environment): Promise<
   const { sandbox } = env;
   checkAborted(signal);
   // The tests on the untouched code run beside the agent, in a sandbox of their own.
-  const baseline = input.testCommand ? startBaseline(input, env.fresh) : null;
+  const baseline = input.testCommand && env.fresh ? startBaseline(input, env.fresh) : null;
   try {
     checkAborted(signal);
     const agent = await phase('agent', async () => {
@@ -205,7 +205,7 @@ async function judgeChange(input: SandboxSessionInput, env: Environment, publish
 /** The repository's tests on the published change, in a fresh sandbox: the tests after the change. */
 async function testsOnChange(input: SandboxSessionInput, env: Environment, published: PublishedPatch, prepare: (box: Sandbox) => Promise<void>): Promise<TestRun> {
   const live = await input.phase('verdict_sandbox', async () => {
-    const opened = await env.fresh.open('verdict');
+    const opened = await freshBaseOf(env).open('verdict');
     try {
       await applyPatch(opened.sandbox, published.withRepro, published.withReproFiles, input.baseCommit, 'the change');
       await prepare(opened.sandbox);

@@ -1,3 +1,5 @@
+import path from 'node:path';
+import { Readable, Writable } from 'node:stream';
 import { selectTestsCommand } from '../evidence/select-tests.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import type { Environment } from './environment.ts';
@@ -53,23 +55,39 @@ export function disagreementNote(d: SandboxDisagreement): string {
   );
 }
 
+/** Reads paths (NUL-separated) on stdin; writes back those of files and links whose status changed after argv[1]. */
+const CHANGED_SINCE = [
+  'import os, stat, sys',
+  'since = float(sys.argv[1])',
+  'out = sys.stdout.buffer',
+  "for p in sys.stdin.buffer.read().split(b'\\0'):",
+  '    try:',
+  '        st = os.lstat(p)',
+  '    except (OSError, ValueError):',
+  '        continue',
+  '    if (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)) and st.st_ctime > since:',
+  "        out.write(p + b'\\0')",
+].join('\n');
+
 /**
  * Files and links whose status changed after the agent started (ctime, which no process can set
- * back), anywhere in the sandbox's own filesystem but the repository's .git and the published
- * files, listed by the agent's user after its processes are gone. Home is shown as `~`.
+ * back), listed after the agent's processes are gone, in every place the agent's user can write in
+ * Lilypad's image: its home (user site-packages, profiles, caches), the repository but its .git and
+ * the published files (ignored files, bytecode), and the shared temporary folders. Only those are
+ * walked: a walk of the whole filesystem took 18 s under gVisor, and the engine's own list of the
+ * container's changes 4.4 s. Home is shown as `~`.
  */
 async function changedOutside(box: Sandbox, since: string | null, published: string[]): Promise<{ paths: string[]; more: number }> {
   if (!since) return { paths: [], more: 0 };
   const workdir = box.options.workdir;
   const script =
-    'find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path "$1/.git" -o -path "/tmp/lilypad-*" \\) -prune ' +
-    '-o \\( -type f -o -type l \\) ! -name .lilypad-toolbox -newerct "@$2" -print0 2>/dev/null; exit 0';
+    'cd / && for r in "$HOME" "$1" /tmp /var/tmp /run/lock /dev/shm; do [ -d "$r" ] && [ "$r" != / ] && printf "%s\\n" "$r"; done | sort -u | ' +
+    'while IFS= read -r r; do find "$r" -xdev \\( -path "$1/.git" -o -path "/tmp/lilypad-*" \\) -prune ' +
+    '-o \\( -type f -o -type l \\) ! -name .lilypad-toolbox -newerct "@$2" -print0 2>/dev/null; done; exit 0';
   const res = await box.exec(['/bin/sh', '-c', script, 'find', workdir, since], { cwd: '/', timeoutSeconds: 120, keepBytes: MAX_LISTING_BYTES });
   const mine = new Set(published.map((f) => `${workdir}/${f}`));
   const home = (await box.exec(['/bin/sh', '-c', 'printf %s "$HOME"'], { cwd: '/', timeoutSeconds: 30 })).stdout.toString();
-  const paths = res.stdout
-    .toString('utf8')
-    .split('\0')
+  const paths = [...new Set(res.stdout.toString('utf8').split('\0'))]
     .filter((p) => p && !mine.has(p))
     .map((p) => (home && home !== '/' && p.startsWith(`${home}/`) ? `~${p.slice(home.length)}` : p))
     // Names the agent chose: no control character, nothing longer than a line, before they reach a pull request.
