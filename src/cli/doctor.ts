@@ -6,6 +6,7 @@ import { describePrivateRedis } from './private-redis.ts';
 import { gvisorPidsCheck, isGvisor, RUNTIME_VAR, sandboxRuntimeCheck, sandboxRuntimeOf } from '../sandbox/runtime.ts';
 import { UsageError } from '../shared/usage-error.ts';
 import { loadEnv, type Env } from '../config/env.ts';
+import { urlForDisplay } from '../shared/url-secrets.ts';
 import { ModelClient } from '../agent/model-client.ts';
 import { interpretResponse } from '../agent/response.ts';
 import { LEAF_TOOLS } from '../agent/tools.ts';
@@ -160,7 +161,9 @@ async function privateRedisCheck(env: Env): Promise<CheckResult> {
   return plan.ok ? ok('redis', plan.detail) : fail('redis', plan.detail, 'install Redis (apt-get install redis-server), build the image (npm run images), or set REDIS_URL');
 }
 
+/** Redis at `url`; the URL is printed without its password (userinfo or `password=`). */
 export async function redisCheck(url: string): Promise<CheckResult> {
+  const shown = urlForDisplay(url);
   const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 3000, retryStrategy: () => null });
   try {
     await redis.connect();
@@ -168,11 +171,11 @@ export async function redisCheck(url: string): Promise<CheckResult> {
     const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '?';
     const policy = ((await redis.config('GET', 'maxmemory-policy')) as string[])[1];
     if (policy !== 'noeviction') {
-      return warn('redis', `Redis ${version} at ${url} uses maxmemory-policy ${policy}`, 'set maxmemory-policy noeviction so queued jobs are never evicted');
+      return warn('redis', `Redis ${version} at ${shown} uses maxmemory-policy ${policy}`, 'set maxmemory-policy noeviction so queued jobs are never evicted');
     }
     return ok('redis', `Redis ${version}, maxmemory-policy noeviction`);
   } catch (err) {
-    return fail('redis', `cannot reach ${url}: ${(err as Error).message}`, 'start Redis or fix REDIS_URL');
+    return fail('redis', `cannot reach ${shown}: ${(err as Error).message}`, 'start Redis or fix REDIS_URL');
   } finally {
     redis.disconnect();
   }

@@ -178,7 +178,8 @@ async function startProcess(dir: string, port: number, password: string): Promis
   const child: ChildProcess = spawn('redis-server', [conf], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
   let stderr = '';
   let exit: string | null = null;
-  child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
+  // What redis-server prints may quote its configuration (requirepass): the password never goes on.
+  child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).split(password).join('[REDACTED]').slice(-2000)));
   child.once('exit', (code, signal) => (exit = `redis-server exited (${signal ?? code}) ${stderr.trim()}`.trim()));
   child.once('error', (err) => (exit = `could not run redis-server (${err.message})`));
   try {

@@ -18,6 +18,7 @@ import { checkSandboxRuntime } from '../sandbox/runtime.ts';
 import { startPrivateRedis } from './private-redis.ts';
 import { UsageError } from '../shared/usage-error.ts';
 import { onStopSignal } from '../shared/stop-signals.ts';
+import { urlSecretValues } from '../shared/url-secrets.ts';
 
 type Role = 'start' | 'web' | 'worker';
 
@@ -75,7 +76,7 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
     }
     const redis = await redisFor(role, env, logger);
     if (redis.stop) stops.push(redis.stop);
-    logger = processLogger(env, ...(redis.password ? [redis.password] : []));
+    logger = processLogger(env, redis.url, ...(redis.password ? [redis.password] : []));
     uncontain();
     containProcessFailures(logger);
     await checkRedis(redis.url).catch((err: Error) => {
@@ -105,8 +106,14 @@ export async function serveCommand(role: Role, argv: string[]): Promise<number> 
   return stopAll(stops, logger);
 }
 
-function processLogger(env: Env, ...more: string[]): Logger {
-  return createLogger({ level: env.LOG_LEVEL, secrets: [env.OPENAI_API_KEY, env.WEBHOOK_SECRET, env.PRIVATE_KEY, env.GITHUB_CLIENT_SECRET, ...more], destination: 1 });
+/** The secret values the process logger redacts: the app's keys and the Redis password (REDIS_URL's, or `redisUrl`'s). */
+export function processSecrets(env: Env, redisUrl?: string): string[] {
+  const values = [env.OPENAI_API_KEY, env.WEBHOOK_SECRET, env.PRIVATE_KEY, env.GITHUB_CLIENT_SECRET, ...urlSecretValues(env.REDIS_URL), ...urlSecretValues(redisUrl)];
+  return values.filter((v): v is string => v !== undefined);
+}
+
+function processLogger(env: Env, redisUrl?: string, ...more: string[]): Logger {
+  return createLogger({ level: env.LOG_LEVEL, secrets: [...processSecrets(env, redisUrl), ...more], destination: 1 });
 }
 
 /** Resolves on the first stop signal: Ctrl-C, `kill`, or the terminal closing (SIGHUP). */

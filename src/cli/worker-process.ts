@@ -10,6 +10,7 @@ import { StatusComments } from '../github/status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
 import { runStoreFromEnv } from '../observability/run-store.ts';
 import { SecretScanner } from '../observability/secrets.ts';
+import { urlSecretValues } from '../shared/url-secrets.ts';
 import { SHUTDOWN } from '../pipeline/job-runner.ts';
 import type { SetupNetworkProvider } from '../pipeline/sandbox-session.ts';
 import { SandboxSlots } from '../pipeline/sandbox-slots.ts';
@@ -67,7 +68,9 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   // So does a bad LILYPAD_SETUP_EGRESS_HOSTS, or a name it maps to an address the proxy would refuse.
   const egressHosts = readEgressHostsFile(env.LILYPAD_SETUP_EGRESS_HOSTS, parsePrivateAllow(env.LILYPAD_SETUP_EGRESS_PRIVATE));
   const redis = createRedis(opts.redisUrl);
-  const status = new StatusComments(redis, prefix, new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, opts.github.opts.privateKey]), () => opts.github.botLogin());
+  // The Redis password (REDIS_URL's, or the private Redis's) is a secret like the app's keys.
+  const processSecrets = urlSecretValues(opts.redisUrl);
+  const status = new StatusComments(redis, prefix, new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, opts.github.opts.privateKey, ...processSecrets]), () => opts.github.botLogin());
   const cancelBus = new CancelBus(redis, prefix, logger);
   const runsQueue = new Queue<RunJob>(RUNS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
   const eventsQueue = new Queue<EventJob>(EVENTS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
@@ -105,6 +108,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       cancelBus,
       runStore: runStoreFromEnv(redis, env),
       runs: runQueue,
+      processSecrets,
       background: background.add,
     },
   );

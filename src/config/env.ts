@@ -1,6 +1,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { urlForDisplay } from '../shared/url-secrets.ts';
 
 /**
  * Every setting Lilypad reads from the environment, parsed once at start-up. `.env.example` documents
@@ -131,7 +132,8 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
   if (result.success) return result.data;
   const lines = result.error.issues.map((issue) => {
     const name = String(issue.path[0] ?? '(environment)');
-    const got = source[name];
+    // A Redis URL may carry a password; it is named without it.
+    const got = name === 'REDIS_URL' && source[name] !== undefined ? urlForDisplay(source[name]) : source[name];
     const hint = HINTS[name] ?? 'see .env.example for the accepted values';
     return `- ${name}${got === undefined ? '' : `=${JSON.stringify(got)}`}: ${issue.message}; ${hint}`;
   });

@@ -7,7 +7,7 @@ const TOKEN_PATTERNS: readonly RegExp[] = [
   /\bgithub_pat_[A-Za-z0-9_]{40,255}\b/g,
   /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g,
   /\bsk-[A-Za-z0-9_-]{32,}\b/g, // OpenAI-style API keys
-  /(?<=\b[a-z][a-z0-9+.-]*:\/\/)[^/\s:@]+:[^/\s@]+(?=@)/gi, // credentials inside a URL
+  /(?<=\b[a-z][a-z0-9+.-]*:\/\/)[^/\s:@]*:[^/\s@]+(?=@)/gi, // credentials inside a URL (redis://:password@ too)
 ];
 
 /**
@@ -94,3 +94,4 @@ function collectStrings(value: unknown, into: string[], depth: number): void {
   else if (value instanceof Error) into.push(value.message, value.stack ?? '');
   else for (const key in value) collectStrings((value as Record<string, unknown>)[key], into, depth + 1);
 }
+

@@ -49,6 +49,8 @@ export interface JobDeps {
   holdsJob: () => Promise<boolean>;
   /** The run's record for the run pages (Redis). */
   recorder: RunRecorder;
+  /** Secrets of the process besides the app's keys (the Redis password): redacted and refused like them. */
+  processSecrets?: readonly string[];
 }
 
 /** What a queued job returns to the queue (its outcome without the diff, which the run record keeps). */
@@ -67,7 +69,7 @@ export interface JobContext<J extends RunJob = RunJob> extends RunContext {
 
 export function createJobContext<J extends RunJob>(job: J, deps: JobDeps, signal: AbortSignal, runId: string, status: RunStatus, tokens: RepoTokens, ref: IssueRef): JobContext<J> {
   const log = deps.logger.child({ runId, [job.kind === 'followup' ? 'pull' : 'issue']: `${job.owner}/${job.repo}#${ref.issueNumber}` });
-  const baseScanner = new SecretScanner([deps.env.OPENAI_API_KEY, deps.env.WEBHOOK_SECRET, deps.github.opts.privateKey]);
+  const baseScanner = new SecretScanner([deps.env.OPENAI_API_KEY, deps.env.WEBHOOK_SECRET, deps.github.opts.privateKey, ...(deps.processSecrets ?? [])]);
   return {
     job,
     deps,

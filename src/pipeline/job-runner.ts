@@ -106,7 +106,7 @@ export async function runQueuedJob(run: QueuedRun, deps: RunnerDeps): Promise<Ru
 
   const recorder = deps.runStore.recorder(
     { runId, jobId: run.id, owner: data.owner, repo: data.repo, repoId: data.repoId, issueNumber: ref.issueNumber, triggeredBy: data.triggeredBy, attempt: run.attempt, workerId: deps.workerId },
-    new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, deps.github.opts.privateKey]),
+    new SecretScanner([env.OPENAI_API_KEY, env.WEBHOOK_SECRET, deps.github.opts.privateKey, ...(deps.processSecrets ?? [])]),
     log,
   );
   const sinks: OutcomeSinks = { status, recorder, metrics: (kind, outcome, seconds) => jobFinished(kind === 'followup' ? 'followup' : 'run', outcome, seconds) };

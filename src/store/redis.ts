@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { urlForDisplay } from '../shared/url-secrets.ts';
 
 /**
  * One Redis connection. BullMQ workers need `maxRetriesPerRequest: null` (blocking commands must
@@ -14,11 +15,11 @@ export function createRedis(url: string, opts: { forWorker?: boolean } = {}): Re
   // "Unhandled error event". Report an outage once, and again when it is over.
   let down = false;
   redis.on('error', (err: Error) => {
-    if (!down) process.stderr.write(`lilypad: Redis at ${redactUrl(url)} is unreachable (${err.message}); retrying\n`);
+    if (!down) process.stderr.write(`lilypad: Redis at ${urlForDisplay(url)} is unreachable (${err.message}); retrying\n`);
     down = true;
   });
   redis.on('ready', () => {
-    if (down) process.stderr.write(`lilypad: Redis at ${redactUrl(url)} is reachable again\n`);
+    if (down) process.stderr.write(`lilypad: Redis at ${urlForDisplay(url)} is reachable again\n`);
     down = false;
   });
   return redis;
@@ -33,12 +34,8 @@ export async function checkRedis(url: string): Promise<void> {
     await probe.connect();
     await probe.ping();
   } catch (err) {
-    throw new Error(`cannot reach Redis at ${redactUrl(url)} (${cause || (err as Error).message}). Start Redis, or point REDIS_URL at it.`);
+    throw new Error(`cannot reach Redis at ${urlForDisplay(url)} (${cause || (err as Error).message}). Start Redis, or point REDIS_URL at it.`);
   } finally {
     probe.disconnect();
   }
-}
-
-function redactUrl(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//***@');
 }

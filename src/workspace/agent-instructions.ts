@@ -1,3 +1,7 @@
+import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { gitRun } from './git.ts';
 
 /**
@@ -9,6 +13,12 @@ import { gitRun } from './git.ts';
  * What is read: the root `AGENTS.md`, and the `AGENTS.md` of every directory on the way to a path
  * the task names (a file or directory mentioned in the issue that exists at that commit). With the
  * repository setting `instructions: <path>`, that one file instead; `instructions: none`, nothing.
+ *
+ * Not read, whatever the issue names: the `AGENTS.md` of a directory that holds someone else's code
+ * or data (a path with a part such as `vendor`, `third_party`, `node_modules`, `fixtures` or
+ * `testdata`; see THIRD_PARTY_DIRS), or one the repository marks `linguist-vendored` in its
+ * `.gitattributes` (read at the same commit, from git's objects). Such a file is written for (or
+ * by) another project; the run's record lists it as skipped, with why.
  *
  * Order: root first, then deeper directories (the order a reader goes from general to specific);
  * the section says that a more specific file applies where they disagree. The caps are spent in the
@@ -75,6 +85,36 @@ export class InstructionsError extends Error {
 }
 
 const FILE_NAME = 'AGENTS.md';
+const ATTRIBUTES_FILE = '.gitattributes';
+
+/**
+ * Directory names that hold other projects' code or data, or files made for tests: an AGENTS.md
+ * anywhere under one was written for (or by) someone else. Compared without regard to case.
+ */
+const THIRD_PARTY_DIRS: ReadonlySet<string> = new Set([
+  'vendor',
+  'vendors',
+  'vendored',
+  'third_party',
+  'third-party',
+  'thirdparty',
+  '3rdparty',
+  'node_modules',
+  'bower_components',
+  'fixtures',
+  'fixture',
+  '__fixtures__',
+  'testdata',
+  'test_data',
+  'test-data',
+]);
+
+/** The leading part of directory `dir` that ends at a third-party directory (`src/vendor`), or null. */
+export function thirdPartyDirectory(dir: string): string | null {
+  const parts = dir.split('/');
+  const at = parts.findIndex((part) => THIRD_PARTY_DIRS.has(part.toLowerCase()));
+  return at < 0 ? null : parts.slice(0, at + 1).join('/');
+}
 /** Below this many bytes of room, a file is left out rather than shown as a stub. */
 const MIN_USEFUL_BYTES = 256;
 
@@ -177,6 +217,8 @@ interface Candidate {
   path: string;
   reason: InstructionFile['reason'];
   namedBy: string[];
+  /** Why this file is never read (a third-party directory), when it is not. */
+  excluded?: string;
 }
 
 async function candidatesFor(git: Git, commit: string, setting: InstructionsSetting, taskText: string, limits: InstructionsLimits): Promise<Candidate[]> {
@@ -188,8 +230,70 @@ async function candidatesFor(git: Git, commit: string, setting: InstructionsSett
   for (const [p, type] of types) {
     for (const d of directoryChain(p, type === 'tree')) dirs.set(d, [...(dirs.get(d) ?? []), p]);
   }
-  const ordered = [...dirs.keys()].sort((a, b) => a.split('/').length - b.split('/').length || a.localeCompare(b)).slice(0, limits.maxDirectories);
-  return [{ path: FILE_NAME, reason: 'root', namedBy: [] }, ...ordered.map((d) => ({ path: `${d}/${FILE_NAME}`, reason: 'directory' as const, namedBy: dirs.get(d) ?? [] }))];
+  const sorted = [...dirs.keys()].sort((a, b) => a.split('/').length - b.split('/').length || a.localeCompare(b));
+  // Third-party directories take none of the room for the repository's own.
+  const own = sorted.filter((d) => thirdPartyDirectory(d) === null).slice(0, limits.maxDirectories);
+  const foreign = sorted.filter((d) => thirdPartyDirectory(d) !== null).slice(0, limits.maxDirectories);
+  const candidate = (d: string, excluded?: string): Candidate => ({ path: `${d}/${FILE_NAME}`, reason: 'directory', namedBy: dirs.get(d) ?? [], ...(excluded ? { excluded } : {}) });
+  return [
+    { path: FILE_NAME, reason: 'root', namedBy: [] },
+    ...own.map((d) => candidate(d)),
+    ...foreign.map((d) => candidate(d, `under \`${thirdPartyDirectory(d)}/\`, a vendored, third-party or fixture directory: not the repository's own instructions`)),
+  ];
+}
+
+/** The tree entries at exactly these paths (one ls-tree; other entries it lists are dropped). */
+async function treeEntries(git: Git, commit: string, paths: readonly string[]): Promise<Map<string, Entry>> {
+  const found = new Map<string, Entry>();
+  if (paths.length === 0) return found;
+  const wanted = new Set(paths);
+  const out = await git(['--literal-pathspecs', 'ls-tree', '-z', '-l', '--full-tree', commit, '--', ...paths]);
+  for (const rec of out.split('\0')) {
+    const tab = rec.indexOf('\t');
+    const p = rec.slice(tab + 1);
+    if (tab < 0 || !wanted.has(p)) continue;
+    const [mode, type, sha, size] = rec.slice(0, tab).split(/\s+/);
+    if (mode && type && sha) found.set(p, { mode, type, sha, size: size && size !== '-' ? Number(size) : 0 });
+  }
+  return found;
+}
+
+/**
+ * Which of `paths` the repository marks `linguist-vendored` at `commit`, as git itself matches
+ * .gitattributes: the root's and those of the directories on the way to each path are taken from
+ * the commit (regular files only, none over the size cap) into an index of their own, outside the
+ * repository, and asked with `check-attr --cached`. Nothing is checked out.
+ */
+async function linguistVendored(
+  git: Git,
+  gitWithIndex: (index: string, args: string[], input: string) => Promise<string>,
+  commit: string,
+  paths: readonly string[],
+  maxFileBytes: number,
+): Promise<Set<string>> {
+  const vendored = new Set<string>();
+  if (paths.length === 0) return vendored;
+  const attributeFiles = new Set([ATTRIBUTES_FILE]);
+  for (const p of paths) for (const d of directoryChain(p, false)) attributeFiles.add(`${d}/${ATTRIBUTES_FILE}`);
+  const entries = await treeEntries(git, commit, [...attributeFiles]);
+  const lines = [...entries]
+    .filter(([p, e]) => e.type === 'blob' && e.mode !== '120000' && e.size <= maxFileBytes && !p.startsWith('"'))
+    .map(([p, e]) => `${e.mode} ${e.sha}\t${p}\n`);
+  if (lines.length === 0) return vendored;
+  const index = path.join(os.tmpdir(), `lilypad-attributes-${process.pid}-${randomBytes(6).toString('hex')}`);
+  try {
+    await gitWithIndex(index, ['update-index', '--add', '--index-info'], lines.join(''));
+    const out = await gitWithIndex(index, ['check-attr', '--cached', '-z', '--stdin', 'linguist-vendored'], paths.map((p) => `${p}\0`).join(''));
+    const fields = out.split('\0');
+    for (let i = 0; i + 2 < fields.length; i += 3) {
+      const [p, , value] = fields.slice(i, i + 3);
+      if (p !== undefined && (value === 'set' || value === 'true')) vendored.add(p);
+    }
+  } finally {
+    await rm(index, { force: true });
+    await rm(`${index}.lock`, { force: true });
+  }
+  return vendored;
 }
 
 /** Reads the instructions at `commit` of the repository at `gitDir` (see the top of this file). */
@@ -204,21 +308,28 @@ export async function readAgentInstructions(opts: {
   const limits = { ...DEFAULT_INSTRUCTIONS_LIMITS, ...opts.limits };
   const result: AgentInstructions = { commit: opts.commit, setting: opts.setting, files: [], skipped: [] };
   if (!/^[0-9a-f]{7,64}$/i.test(opts.commit)) throw new InstructionsError(`instructions are read at a commit sha, not ${JSON.stringify(opts.commit)}`);
-  const git: Git = async (args, input) => {
-    const res = await gitRun(['-C', opts.gitDir, ...args], { ...(input === undefined ? {} : { input }), timeoutMs: 60_000, signal: opts.signal });
+  const run = async (args: string[], input: string | undefined, env: NodeJS.ProcessEnv = {}): Promise<string> => {
+    const res = await gitRun(['-C', opts.gitDir, ...args], { ...(input === undefined ? {} : { input }), env, timeoutMs: 60_000, signal: opts.signal });
     if (res.code !== 0) throw new InstructionsError(`git ${args[0] === '--literal-pathspecs' ? args[1] : args[0]} in ${opts.gitDir} failed: ${res.stderr.trim() || `exit code ${res.code}`}`);
     return res.stdout;
   };
+  const git: Git = (args, input) => run(args, input);
   const commit = (await git(['rev-parse', '--verify', '--quiet', `${opts.commit}^{commit}`]).catch(() => '')).trim();
   if (!commit) throw new InstructionsError(`commit ${opts.commit} is not in ${opts.gitDir}; fetch it before reading the repository's instructions`);
   result.commit = commit;
 
   const candidates = await candidatesFor(git, commit, opts.setting, opts.taskText, limits);
   const present = await objectTypes(git, commit, candidates.map((c) => c.path));
+  const directories = candidates.filter((c) => c.reason === 'directory' && !c.excluded && present.has(c.path)).map((c) => c.path);
+  const vendored = await linguistVendored(git, (index, args, input) => run(args, input, { GIT_INDEX_FILE: index }), commit, directories, limits.maxFileBytes);
   let room = limits.totalBytes;
   for (const c of candidates) {
     if (!present.has(c.path)) {
       if (c.reason === 'configured') result.skipped.push({ path: c.path, reason: 'not found at this commit (the `instructions` setting names it)' });
+      continue;
+    }
+    if (c.excluded || vendored.has(c.path)) {
+      result.skipped.push({ path: c.path, reason: c.excluded ?? "marked linguist-vendored in .gitattributes: not the repository's own instructions" });
       continue;
     }
     const entry = await treeEntry(git, commit, c.path);
@@ -248,8 +359,9 @@ export async function readAgentInstructions(opts: {
 
 /**
  * The section appended to the task message: a rule and a heading naming the source and the commit,
- * so the model can tell the maintainers' standing instructions from the issue; each file under its
- * path, root first; what was cut. Empty when there is nothing to show.
+ * so the model can tell the instructions found in the repository from the issue; each file under
+ * its path, root first; what was cut. Empty when there is nothing to show. It says where the text
+ * was found, not who wrote it: a file in the repository may come from anyone who got a change in.
  */
 export function renderInstructionsSection(instructions: AgentInstructions): string {
   const files = instructions.files.filter((f) => f.text.trim() !== '');
@@ -258,8 +370,8 @@ export function renderInstructionsSection(instructions: AgentInstructions): stri
   const source = files.length === 1 ? files[0]?.path ?? FILE_NAME : `${FILE_NAME} files`;
   const intro =
     files.length === 1
-      ? `The repository's maintainers keep these instructions for coding agents in \`${source}\` (read at commit ${sha7}, before any change of yours).`
-      : `The repository's maintainers keep these instructions for coding agents (read at commit ${sha7}, before any change of yours). They go from the repository root down; where they disagree, the more specific, later file applies.`;
+      ? `These instructions for coding agents were found in the repository, in \`${source}\` (read at commit ${sha7}, before any change of yours).`
+      : `These instructions for coding agents were found in the repository, in ${FILE_NAME} files (read at commit ${sha7}, before any change of yours). They go from the repository root down; where they disagree, the more specific, later file applies.`;
   const parts = [`---\n\n## Repository instructions (from ${source} at ${sha7})\n\n${intro}`];
   for (const f of files) {
     const about = f.reason === 'directory' && f.namedBy.length > 0 ? ` (applies to ${f.namedBy.slice(0, 3).map((p) => `\`${p}\``).join(', ')}${f.namedBy.length > 3 ? ', …' : ''})` : '';

@@ -25,16 +25,18 @@ export interface PrivateRedis {
   close(): Promise<void>;
 }
 
-export async function startPrivateRedis(): Promise<PrivateRedis> {
+/** `password`: the server requires it (`--requirepass`), and `url` carries it (`redis://:password@…`). */
+export async function startPrivateRedis(opts: { password?: string } = {}): Promise<PrivateRedis> {
   const which = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
   if (which.status !== 0) throw new Error('redis-server is not installed: the CI script installs it (apt-get install redis-server)');
   const port = await freePort();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'lilypad-redis-'));
   let proc: ChildProcess | null = null;
-  const url = `redis://127.0.0.1:${port}`;
+  const url = opts.password ? `redis://:${encodeURIComponent(opts.password)}@127.0.0.1:${port}` : `redis://127.0.0.1:${port}`;
+  const auth = opts.password ? ['--requirepass', opts.password] : [];
   const ping = () => redisAnswers(url, 1000);
   const launch = async () => {
-    proc = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+    proc = spawn('redis-server', ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir, ...auth], { stdio: 'ignore' });
     await waitFor(ping, `redis-server on port ${port}`, 15_000);
   };
   await launch();

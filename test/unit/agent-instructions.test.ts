@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseRepoConfig } from '../../src/config/repo-config.ts';
-import { instructionsSetting, pathsNamedIn, renderInstructionsSection, type AgentInstructions } from '../../src/workspace/agent-instructions.ts';
+import { instructionsSetting, pathsNamedIn, renderInstructionsSection, thirdPartyDirectory, type AgentInstructions } from '../../src/workspace/agent-instructions.ts';
 
 describe('paths an issue names', () => {
   test('path-like words, code spans and links into the repository; line suffixes and punctuation dropped', () => {
@@ -85,7 +85,7 @@ describe('the rendered section', () => {
       setting: { mode: 'file', path: 'docs/ai.md' },
       files: [{ path: 'docs/ai.md', reason: 'configured', namedBy: [], text: 'Use pnpm.\n', bytes: 10, cutBytes: 0 }],
     });
-    assert.equal(section, "---\n\n## Repository instructions (from docs/ai.md at abcdef0)\n\nThe repository's maintainers keep these instructions for coding agents in `docs/ai.md` (read at commit abcdef0, before any change of yours).\n\n### `docs/ai.md`\n\nUse pnpm.");
+    assert.equal(section, "---\n\n## Repository instructions (from docs/ai.md at abcdef0)\n\nThese instructions for coding agents were found in the repository, in `docs/ai.md` (read at commit abcdef0, before any change of yours).\n\n### `docs/ai.md`\n\nUse pnpm.");
     const many = renderInstructionsSection({
       ...base,
       files: [
@@ -94,5 +94,31 @@ describe('the rendered section', () => {
       ],
     });
     assert.match(many, /### `src\/AGENTS\.md` \(applies to `src\/a\.ts`, `src\/b\.ts`, `src\/c\.ts`, …\)/);
+    assert.match(many, /^---\n\n## Repository instructions \(from AGENTS\.md files at abcdef0\)\n\nThese instructions for coding agents were found in the repository, in AGENTS\.md files \(read at commit abcdef0/);
+  });
+
+  test('it says where the instructions were found, never that the maintainers wrote them', () => {
+    const one = renderInstructionsSection({ ...base, files: [{ path: 'AGENTS.md', reason: 'root', namedBy: [], text: 'x', bytes: 1, cutBytes: 0 }] });
+    assert.match(one, /found in the repository, in `AGENTS\.md`/);
+    assert.doesNotMatch(one, /maintainer/i);
+  });
+});
+
+describe('third-party directories', () => {
+  test('vendored, third-party, dependency and fixture directories, at any depth and in any case', () => {
+    for (const [dir, part] of [
+      ['vendor', 'vendor'],
+      ['vendor/github.com/x', 'vendor'],
+      ['src/third_party/zlib', 'src/third_party'],
+      ['web/node_modules/left-pad', 'web/node_modules'],
+      ['tests/fixtures/app', 'tests/fixtures'],
+      ['pkg/testdata', 'pkg/testdata'],
+      ['lib/Vendor', 'lib/Vendor'],
+      ['third-party', 'third-party'],
+      ['test/__fixtures__/x', 'test/__fixtures__'],
+    ] as const) {
+      assert.equal(thirdPartyDirectory(dir), part, dir);
+    }
+    for (const dir of ['src', 'src/vendoring', 'docs/fixtures-guide', 'tests/unit', 'vendors.d']) assert.equal(thirdPartyDirectory(dir), null, dir);
   });
 });

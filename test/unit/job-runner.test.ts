@@ -103,6 +103,26 @@ describe('the job runner', () => {
     assert.equal(await summaryOutcome(h.prefix), 'pull_request');
   });
 
+  test("the process's own secrets (the Redis password) are redacted from the run record and refused by the job's scanner", async () => {
+    const password = `redis-pw-${randomBytes(6).toString('hex')}`;
+    const done: RunOutcome = { result: 'no_change', exitReason: 'agent' } as RunOutcome;
+    let refused: string[] = [];
+    const h = harness({
+      issue: async (ctx) => {
+        ctx.recorder.warning(`the cache at redis://127.0.0.1:6380 wants ${password}`);
+        refused = ctx.scanner().findings(`+${password}`);
+        return done;
+      },
+    });
+    await runQueuedJob(queued(issueJob), { ...h.deps, processSecrets: [password] });
+    assert.deepEqual(refused, ['a secret value held by this process']);
+    const store = h.deps.runStore;
+    const [run] = await store.list();
+    const view = JSON.stringify((await store.load(run!.runId))?.view);
+    assert.match(view, /wants \[REDACTED\]/);
+    assert.ok(!view.includes(password));
+  });
+
   test('a follow-up runs the follow-up kind with its job id; the diff of a revision stays out of the queue', async () => {
     const revised: RunOutcome = { result: 'revised', number: 9, url: 'u', sha: 'abc', commitUrl: 'c', incomplete: false, exitReason: 'agent', threads: 1, diff: Buffer.from('diff') };
     const h = harness({ followup: async (ctx, jobId) => ((h.calls.push(`followup:${ctx.job.pullNumber}:${jobId}`), revised)) });
