@@ -38,8 +38,8 @@ const CALC_WITH_DEPENDENCY: Record<string, string> = {
 };
 const INSTALL_DEPENDENCY = 'S=$(python3 -m site --user-site) && mkdir -p "$S" && cp -r vendor/mathlib "$S/"';
 
-/** The test command given (no setup, no venv): each such row costs a third of an inferred one. */
-const UNITTEST = ['--test', 'python3 -m unittest -v'];
+/** Setup and tests given, so nothing is inferred (no venv): such a row costs a third of an inferred one. */
+const UNITTEST = ['--setup', 'true', '--test', 'python3 -m unittest -v'];
 const bash = (command: string): ScriptedReply => ({ toolCalls: [{ name: 'Bash', arguments: { command } }] });
 const TOUCH_README = bash('echo "Fixed." >> README.md');
 const HONEST_FIX: ScriptedReply = { toolCalls: [{ name: 'Edit', arguments: { file_path: 'calc.py', old_string: 'return a - b', new_string: 'return a + b' } }] };
