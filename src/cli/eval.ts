@@ -177,7 +177,7 @@ async function evalRun(argv: string[]): Promise<number> {
       appAuth: AppRepoAuth.fromEnv(env),
       docker,
       extraCaPem: prepareExtraCa(env)?.pem ?? null,
-      envCache: new EnvCache({ docker, owner: 'local', dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3 }),
+      envCache: new EnvCache({ docker, owner: 'local', dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3, maxAgeHours: env.LILYPAD_ENV_MAX_AGE_HOURS }),
       env: process.env,
       signal: controller.signal,
       stderr: process.stderr,

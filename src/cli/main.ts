@@ -13,6 +13,7 @@ Commands:
   doctor   Check the Docker engine, the sandbox image, Redis, the model endpoint and the GitHub App
   eval     Measure resolve rate and cost per resolved issue on your own issues, across endpoints
   config   Print a repository's effective configuration and where each value came from
+  env      List or purge kept environments (the images setup is reused from)
   version  Print the version (also --version, -V)
 
 Run \`lilypad <command> --help\` for the options of a command.`;
@@ -40,6 +41,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./doctor.ts')).doctorCommand(rest);
     case 'config':
       return (await import('./config.ts')).configCommand(rest);
+    case 'env':
+      return (await import('./env.ts')).envCommand(rest);
     case 'eval':
       return (await import('./eval.ts')).evalCommand(rest);
     case 'start':

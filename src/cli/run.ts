@@ -139,7 +139,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       },
       setupNetwork: proxy,
       extraCaPem: prepareExtraCa(env)?.pem ?? null,
-      envCache: new EnvCache({ docker, owner: 'local', dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3 }),
+      envCache: new EnvCache({ docker, owner: 'local', dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3, maxAgeHours: env.LILYPAD_ENV_MAX_AGE_HOURS }),
       outDir,
       signal: controller.signal,
       docker,

@@ -103,7 +103,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       sandboxSlots: new SandboxSlots(env.LILYPAD_WORKER_CONCURRENCY),
       // Kept environments are this installation's: never looked up, kept or evicted for another.
       extraCaPem: extraCa?.pem ?? null,
-      envCache: new EnvCache({ docker: opts.docker, owner: installation, dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3, logger }),
+      envCache: new EnvCache({ docker: opts.docker, owner: installation, dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3, maxAgeHours: env.LILYPAD_ENV_MAX_AGE_HOURS, logger }),
       status,
       cancelBus,
       runStore: runStoreFromEnv(redis, env),

@@ -45,6 +45,11 @@ export const envSchema = z.object({
   LILYPAD_SETUP_TIMEOUT_SECONDS: positiveInt(1800),
   // Kept environments (images committed after setup), least recently used removed past this; 0 turns keeping off.
   LILYPAD_ENV_CACHE_GB: z.coerce.number().min(0, 'must be 0 (off) or more').default(20),
+  // Hours a kept environment is used after it was made (fractions allowed); an older one is removed when next looked up.
+  LILYPAD_ENV_MAX_AGE_HOURS: z.preprocess(
+    (v) => (typeof v === 'string' && v.trim() === '' ? undefined : v),
+    z.coerce.number('must be a number of hours').finite('must be a finite number of hours').positive('must be more than 0 hours').default(168),
+  ),
   // A PEM file of extra CA certificates setup's tools trust (src/sandbox/extra-ca.ts reads and checks it).
   LILYPAD_EXTRA_CA_CERTS: optionalText,
   DOCKER_HOST: optionalText,
@@ -122,6 +127,8 @@ const HINTS: Record<string, string> = {
   GHE_PROTOCOL: 'use https (or http for a local test server)',
   LILYPAD_PUBLIC_URL: 'the address people open the run pages at, e.g. LILYPAD_PUBLIC_URL=https://lilypad.example.com',
   LILYPAD_ENV_CACHE_GB: 'the disk kept environments may use, in GB (e.g. LILYPAD_ENV_CACHE_GB=20); 0 turns keeping them off',
+  LILYPAD_ENV_MAX_AGE_HOURS:
+    'the hours a kept environment may be used after it was made, e.g. LILYPAD_ENV_MAX_AGE_HOURS=168 (a week) or 0.5; to keep none at all, set LILYPAD_ENV_CACHE_GB=0',
   LILYPAD_GITHUB_WRITE_SPACING_MS: 'milliseconds between two writes to GitHub; leave it unset for the 1000 GitHub asks for',
   LILYPAD_METRICS_PORT: 'a free TCP port for this process\'s /metrics, e.g. LILYPAD_METRICS_PORT=9464',
 };

@@ -5,6 +5,7 @@ import { inferCommands, type InferredCommands, type RepoReader } from '../infere
 import type { Ecosystem } from '../inference/index.ts';
 import type { TestRunner } from '../test-results/index.ts';
 import { UserError } from './failures.ts';
+import type { EnvRepo } from '../sandbox/env-cache/index.ts';
 
 export const CONFIG_FILE = '.github/lilypad.yml';
 
@@ -33,6 +34,8 @@ export interface ConfigOverrides {
 export interface RunPlan {
   /** Names the repository among kept environments (never shared between two). */
   repoKey: string;
+  /** The account (GitHub App installation) and name its kept environments are labelled with; unset: read from repoKey. */
+  envRepo?: EnvRepo | undefined;
   setupInferred: boolean;
   envPath: string[];
   keyFiles: string[];
@@ -44,13 +47,14 @@ export interface RunPlan {
   origin: string | null;
 }
 
-export function runPlanOf(effective: EffectiveConfig, repoKey: string): RunPlan {
+export function runPlanOf(effective: EffectiveConfig, repoKey: string, envRepo?: EnvRepo): RunPlan {
   const inferred = effective.inferred;
   const setupInferred = effective.sources.setup === 'inferred';
   const testInferred = effective.sources.test === 'inferred';
   const testRunner = testInferred && inferred ? inferred.test.runner : effective.config.test ? classifyCommand(effective.config.test) : null;
   return {
     repoKey,
+    ...(envRepo ? { envRepo } : {}),
     setupInferred,
     envPath: setupInferred && inferred ? inferred.env_path : [],
     keyFiles: inferred ? [...inferred.setup.inferred_from] : [],

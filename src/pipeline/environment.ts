@@ -132,7 +132,7 @@ async function setUp(input: SandboxSessionInput, builder: EnvBuilder | null, key
       if (builder && key) {
         const outcome = setup.failed ? { note: `the setup command \`${setup.failed}\` failed` } : await builder.keep(sandbox.container, { baseImageId: (await input.docker.getImage(input.sandbox.image).inspect()).Id, setupSeconds: (Date.now() - t0) / 1000, signal: input.signal });
         kept = 'kept' in outcome ? outcome.kept : null;
-        envCache = missReport(key, outcome);
+        envCache = missReport(key, outcome, report.note);
       }
       const setupState = await settle(input, sandbox);
       return ready(input, live, { setupState, setup: { ...setup, envCache }, kept });

@@ -913,6 +913,12 @@ async function networkSubnets(docker: Docker, name: string): Promise<AddressRang
 }
 
 async function createProxyContainer(docker: Docker, opts: EgressProxyOptions, outbound: string, squid: string, hosts: string): Promise<Docker.Container> {
+  // Squid parses every request the sandboxes' setup sends: it runs under their runtime
+  // (LILYPAD_SANDBOX_RUNTIME, gVisor with runsc), so a parser bug exploited from a sandbox meets
+  // the same kernel boundary as the sandbox itself. The address probe above stays on the engine's
+  // default: it reads the host's own /proc/net, which gVisor would replace with its own.
+  const runtime = sandboxRuntimeOf(docker);
+  const gvisor = isGvisor(docker, runtime);
   try {
     return await bounded(
       'creating the egress proxy',
@@ -922,6 +928,7 @@ async function createProxyContainer(docker: Docker, opts: EgressProxyOptions, ou
         Env: [`LILYPAD_EGRESS_POLICY=${Buffer.from(squid).toString('base64')}`, `LILYPAD_EGRESS_HOSTS=${Buffer.from(hosts).toString('base64')}`],
         Labels: { ...opts.labels, [LABEL_MANAGED]: 'true', [LABEL_ROLE]: ROLE_EGRESS },
         HostConfig: {
+          ...(runtime ? { Runtime: runtime } : {}),
           NetworkMode: outbound,
           // Squid runs as `proxy` from the start: it needs no capability at all.
           CapDrop: ['ALL'],
@@ -931,7 +938,9 @@ async function createProxyContainer(docker: Docker, opts: EgressProxyOptions, ou
           Memory: 256 * 1024 * 1024,
           MemorySwap: 256 * 1024 * 1024,
           NanoCpus: 1e9,
-          PidsLimit: 64,
+          // Under gVisor the host's pids limit counts the sentry's threads: the cap goes to RLIMIT_NPROC.
+          PidsLimit: hostPidsLimit(64, gvisor),
+          ...(gvisor ? { Ulimits: [{ Name: 'nproc', Soft: 64, Hard: 64 }] } : {}),
           // The proxy sits on every run's network: it must never route between them.
           Sysctls: { 'net.ipv4.ip_forward': '0' },
           Privileged: false,

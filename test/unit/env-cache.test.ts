@@ -159,3 +159,13 @@ test('LILYPAD_ENV_CACHE_GB: 20 by default, 0 turns it off, a negative value is r
   assert.equal(loadEnv({ LILYPAD_ENV_CACHE_GB: '0.5' }).LILYPAD_ENV_CACHE_GB, 0.5);
   assert.throws(() => loadEnv({ LILYPAD_ENV_CACHE_GB: '-1' }), /LILYPAD_ENV_CACHE_GB="-1".*0 turns keeping them off/);
 });
+
+test('a miss after an environment aged out keeps saying why setup ran, whether or not the new one was kept', () => {
+  const why = 'the kept environment was 8.0 days old, older than LILYPAD_ENV_MAX_AGE_HOURS (168) allows: it was removed, and setup ran';
+  const stored = missReport('k', { kept: { image: 'sha256:x', ref: 'r', key: 'k', ageSeconds: 0, bytes: 1, setupSeconds: 3 } }, why);
+  assert.equal(stored.note, why);
+  assert.equal(describeEnvCache(stored), `setup ran; its environment is kept for the next runs (${why})`);
+  const notKept = missReport('k', { note: 'the setup command `npm ci` failed' }, why);
+  assert.match(describeEnvCache(notKept), /npm ci` failed.*older than LILYPAD_ENV_MAX_AGE_HOURS/);
+  assert.ok(envCacheReportSchema.safeParse(stored).success);
+});

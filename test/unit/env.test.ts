@@ -44,3 +44,19 @@ test('.env.example documents exactly the variables the schema reads', () => {
   const documented = [...text.matchAll(/^([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]).sort();
   assert.deepEqual(documented, Object.keys(envSchema.shape).sort());
 });
+
+test('LILYPAD_ENV_MAX_AGE_HOURS: a week by default, fractions allowed, anything else refused with the fix', () => {
+  assert.equal(loadEnv({}).LILYPAD_ENV_MAX_AGE_HOURS, 168);
+  assert.equal(loadEnv({ LILYPAD_ENV_MAX_AGE_HOURS: '0.5' }).LILYPAD_ENV_MAX_AGE_HOURS, 0.5);
+  assert.equal(loadEnv({ LILYPAD_ENV_MAX_AGE_HOURS: '' }).LILYPAD_ENV_MAX_AGE_HOURS, 168);
+  for (const bad of ['0', '-1', 'a week', 'Infinity', '1e400']) {
+    assert.throws(
+      () => loadEnv({ LILYPAD_ENV_MAX_AGE_HOURS: bad }),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError, bad);
+        assert.match(err.message, new RegExp(`LILYPAD_ENV_MAX_AGE_HOURS="${bad}": .*hours.*e\\.g\\. LILYPAD_ENV_MAX_AGE_HOURS=168.*LILYPAD_ENV_CACHE_GB=0`), err.message);
+        return true;
+      },
+    );
+  }
+});

@@ -88,7 +88,7 @@ function followupPlug(ctx: JobContext<FollowupRunJob>, requests: FollowupRequest
       return {
         config,
         effective,
-        plan: runPlanOf(effective, `github:${job.repoId}`),
+        plan: runPlanOf(effective, `github:${job.repoId}`, { account: `github-installation:${job.installationId}`, name: `${job.owner}/${job.repo}` }),
         ws,
         target,
         review: task.review,

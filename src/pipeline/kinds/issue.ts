@@ -51,7 +51,7 @@ export function issuePlug(ctx: JobContext<IssueRunJob>): RunPlug<IssuePrepared> 
       return {
         config,
         effective,
-        plan: runPlanOf(effective, `github:${job.repoId}`),
+        plan: runPlanOf(effective, `github:${job.repoId}`, { account: `github-installation:${job.installationId}`, name: `${job.owner}/${job.repo}` }),
         ws,
         issueTitle: text.title,
         pinnedBody: text.body,

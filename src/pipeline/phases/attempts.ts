@@ -136,7 +136,7 @@ function sessionInput(ctx: RunContext, input: AttemptsInput, run: RunShape, atte
     setup: config.setup,
     setupInferred: plan.setupInferred,
     envPath: plan.envPath,
-    keep: ctx.envCache ? { cache: ctx.envCache, repoId: plan.repoKey, keyFiles: plan.keyFiles } : null,
+    keep: ctx.envCache ? { cache: plan.envRepo ? ctx.envCache.forRepo(plan.envRepo) : ctx.envCache, repoId: plan.repoKey, keyFiles: plan.keyFiles } : null,
     setupNetwork: ctx.setupNetwork,
     extraCaPem: ctx.extraCaPem,
     reproTests: input.reproTests,

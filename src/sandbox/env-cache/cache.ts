@@ -7,6 +7,8 @@ import { evictKept, type EvictionSummary } from './evict.ts';
 import {
   commitKeptImage,
   LABEL_ENV,
+  LABEL_ENV_ACCOUNT,
+  LABEL_ENV_REPO_NAME,
   LABEL_ENV_BASE,
   LABEL_ENV_CREATED,
   LABEL_ENV_BYTES,
@@ -22,6 +24,9 @@ import { LastUsed } from './last-used.ts';
 const CALL_MS = 60_000;
 const OWNER_RE = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
 const KEY_RE = /^[0-9a-f]{64}$/;
+const ACCOUNT_RE = /^[A-Za-z0-9][A-Za-z0-9:._-]{0,99}$/;
+/** LILYPAD_ENV_MAX_AGE_HOURS's default: a week. */
+export const DEFAULT_MAX_AGE_HOURS = 168;
 
 export interface EnvCacheOptions {
   docker: Docker;
@@ -34,6 +39,8 @@ export interface EnvCacheOptions {
   dataDir: string;
   /** LILYPAD_ENV_CACHE_GB in bytes; 0 turns keeping off. */
   maxBytes: number;
+  /** LILYPAD_ENV_MAX_AGE_HOURS: one made longer ago is not used, and removed (default a week). */
+  maxAgeHours?: number | undefined;
   logger?: Logger | undefined;
 }
 
@@ -66,6 +73,21 @@ export interface EnvBuilder {
 export type EnvClaim = { hit: KeptEnv } | { hit: null; builder: EnvBuilder; note?: string };
 
 /**
+ * Whose environments a run keeps: the account whose setups made them (the GitHub App
+ * installation, `local`, `eval`), for the size share, and the repository's name, for people.
+ */
+export interface EnvRepo {
+  account: string;
+  name: string;
+}
+
+/** What every view of one cache shares (forRepo). */
+interface Shared {
+  lastUsed: LastUsed;
+  building: Map<string, Promise<'kept' | 'released'>>;
+}
+
+/**
  * Environments kept after setup (see image.ts for how, worktree.ts for a hit's checkout).
  *
  * What a kept environment holds is what setup wrote: packages fetched through the egress proxy
@@ -82,12 +104,38 @@ export type EnvClaim = { hit: KeptEnv } | { hit: null; builder: EnvBuilder; note
  */
 export class EnvCache {
   private readonly lastUsed: LastUsed;
-  private readonly building = new Map<string, Promise<'kept' | 'released'>>();
+  private readonly building: Map<string, Promise<'kept' | 'released'>>;
+  private readonly maxAgeHours: number;
 
-  constructor(private readonly opts: EnvCacheOptions) {
+  constructor(
+    private readonly opts: EnvCacheOptions,
+    shared?: Shared,
+    private readonly repo?: EnvRepo,
+  ) {
     if (!OWNER_RE.test(opts.owner)) throw new Error(`the kept environments' owner must be lower-case letters, digits, . _ - (an installation id or "local"): got ${JSON.stringify(opts.owner)}`);
     if (!(opts.maxBytes >= 0)) throw new Error(`LILYPAD_ENV_CACHE_GB must be 0 (off) or more; got ${opts.maxBytes} bytes`);
-    this.lastUsed = new LastUsed(opts.dataDir, opts.owner);
+    this.maxAgeHours = opts.maxAgeHours ?? DEFAULT_MAX_AGE_HOURS;
+    if (!(this.maxAgeHours > 0 && Number.isFinite(this.maxAgeHours))) throw new Error(`LILYPAD_ENV_MAX_AGE_HOURS must be a number of hours above 0; got ${opts.maxAgeHours}`);
+    this.lastUsed = shared?.lastUsed ?? new LastUsed(opts.dataDir, opts.owner);
+    this.building = shared?.building ?? new Map();
+  }
+
+  /**
+   * The same cache, keeping environments for `repo`'s account and name (the labels the size share
+   * and `lilypad env` read). Claims of every view wait for each other as claims of one cache do.
+   */
+  forRepo(repo: EnvRepo): EnvCache {
+    if (!ACCOUNT_RE.test(repo.account)) throw new Error(`not an account for kept environments: ${JSON.stringify(repo.account)}`);
+    const name = repo.name.replace(/[\x00-\x1f\x7f]/g, '').slice(0, 300);
+    return new EnvCache(this.opts, { lastUsed: this.lastUsed, building: this.building }, { account: repo.account, name: name || repo.account });
+  }
+
+  /** The account and name labelled on what this view keeps; without forRepo, read from the repository id. */
+  private describe(repoId: string): EnvRepo {
+    if (this.repo) return this.repo;
+    const [scheme = '', ...rest] = repoId.split(':');
+    const local = scheme === 'local' || scheme === 'eval';
+    return { account: local ? scheme : 'unknown', name: local ? rest.join(':') || repoId : repoId };
   }
 
   get enabled(): boolean {
@@ -114,8 +162,9 @@ export class EnvCache {
       if (pending && (await untilAborted(pending, signal)) === 'kept') continue;
       const { builder, finish } = this.builder(key, repoId, !pending);
       let hit: KeptEnv | null;
+      let note: string | undefined;
       try {
-        hit = await this.lookup(key, repoId, signal);
+        ({ hit, note } = await this.find(key, repoId, signal));
       } catch (err) {
         if (signal?.aborted) {
           finish('released');
@@ -131,32 +180,63 @@ export class EnvCache {
         return { hit };
       }
       envCacheEvent('miss');
-      return { hit: null, builder };
+      return { hit: null, builder, ...(note ? { note } : {}) };
     }
   }
 
   /** The kept environment for this key and repository, or null; a hit counts as a use. */
   async lookup(key: string, repoId: string, signal?: AbortSignal): Promise<KeptEnv | null> {
+    return (await this.find(key, repoId, signal)).hit;
+  }
+
+  /** lookup(), with why nothing was found when the environment was there but too old. */
+  private async find(key: string, repoId: string, signal?: AbortSignal): Promise<{ hit: KeptEnv | null; note?: string }> {
     throwIfAborted(signal);
     const info = await withDeadline(this.opts.docker.getImage(this.ref(key)).inspect(), CALL_MS, 'inspecting the kept environment').catch((err: { statusCode?: number }) => {
       if (err.statusCode === 404) return null;
       throw err;
     });
-    if (!info) return null;
+    if (!info) return { hit: null };
     const labels = info.Config?.Labels ?? {};
     // Never another repository's, another owner's or another format's, whatever the tag says.
-    if (labels[LABEL_ENV] !== String(ENV_FORMAT) || labels[LABEL_ENV_KEY] !== key || labels[LABEL_ENV_REPO] !== repoId || labels[LABEL_ENV_OWNER] !== this.opts.owner) return null;
-    await this.touch(key);
+    if (labels[LABEL_ENV] !== String(ENV_FORMAT) || labels[LABEL_ENV_KEY] !== key || labels[LABEL_ENV_REPO] !== repoId || labels[LABEL_ENV_OWNER] !== this.opts.owner) return { hit: null };
     const created = Number(labels[LABEL_ENV_CREATED]);
+    const ageSeconds = Number.isFinite(created) ? Date.now() / 1000 - created : 0;
+    if (ageSeconds > this.maxAgeHours * 3600) return { hit: null, note: await this.expire(info.Id, key, repoId, labels, ageSeconds) };
+    await this.touch(key);
     const setup = Number(labels[LABEL_ENV_SETUP_SECONDS]);
     return {
-      image: info.Id,
-      ref: this.ref(key),
-      key,
-      ageSeconds: Number.isFinite(created) ? Math.max(0, Math.round(Date.now() / 1000 - created)) : 0,
-      bytes: Number(labels[LABEL_ENV_BYTES] ?? 0) || 0,
-      setupSeconds: labels[LABEL_ENV_SETUP_SECONDS] !== undefined && Number.isFinite(setup) ? setup : null,
+      hit: {
+        image: info.Id,
+        ref: this.ref(key),
+        key,
+        ageSeconds: Number.isFinite(created) ? Math.max(0, Math.round(Date.now() / 1000 - created)) : 0,
+        bytes: Number(labels[LABEL_ENV_BYTES] ?? 0) || 0,
+        setupSeconds: labels[LABEL_ENV_SETUP_SECONDS] !== undefined && Number.isFinite(setup) ? setup : null,
+      },
     };
+  }
+
+  /**
+   * An environment older than LILYPAD_ENV_MAX_AGE_HOURS: removed (unless a sandbox still runs
+   * from it: the engine refuses, and the next lookup or eviction tries again), with a log line.
+   * Returns the sentence for the run's record.
+   */
+  private async expire(id: string, key: string, repoId: string, labels: Record<string, string>, ageSeconds: number): Promise<string> {
+    const limit = `LILYPAD_ENV_MAX_AGE_HOURS (${this.maxAgeHours})`;
+    const outcome = await withDeadline(this.opts.docker.getImage(id).remove({ force: false, noprune: false }), CALL_MS, 'removing a kept environment').then(
+      () => 'removed' as const,
+      (err: { statusCode?: number; message?: string }) => (err.statusCode === 404 ? ('removed' as const) : `not removed (${(err.message ?? String(err)).slice(0, 200)})`),
+    );
+    const fields = { key, repoId, repo: labels[LABEL_ENV_REPO_NAME] ?? repoId, account: labels[LABEL_ENV_ACCOUNT] ?? null, ageHours: Math.round((ageSeconds / 3600) * 100) / 100, maxAgeHours: this.maxAgeHours, bytes: Number(labels[LABEL_ENV_BYTES] ?? 0) || 0 };
+    if (outcome === 'removed') {
+      await this.lastUsed.forget(key);
+      envCacheEvent('evicted');
+      this.opts.logger?.info(fields, `removed a kept environment older than ${limit}`);
+      return `the kept environment was ${formatAge(ageSeconds)} old, older than ${limit} allows: it was removed, and setup ran`;
+    }
+    this.opts.logger?.warn({ ...fields, outcome }, `a kept environment older than ${limit} was not used; removing it failed`);
+    return `the kept environment was ${formatAge(ageSeconds)} old, older than ${limit} allows: it was not used (${outcome}), and setup ran`;
   }
 
   /** Marks the environment as used now (for least-recently-used eviction). */
@@ -166,7 +246,7 @@ export class EnvCache {
 
   /** Removes the least recently used environments while they take more than LILYPAD_ENV_CACHE_GB. */
   evict(signal?: AbortSignal): Promise<EvictionSummary> {
-    return evictKept(this.opts.docker, this.opts.owner, this.lastUsed, this.opts.maxBytes, signal);
+    return evictKept(this.opts.docker, this.opts.owner, this.lastUsed, this.opts.maxBytes, signal, { maxAgeSeconds: this.maxAgeHours * 3600, logger: this.opts.logger });
   }
 
   private builder(key: string, repoId: string, exclusive: boolean): { builder: EnvBuilder; finish: (how: 'kept' | 'released') => void } {
@@ -205,6 +285,8 @@ export class EnvCache {
         [LABEL_ENV]: String(ENV_FORMAT),
         [LABEL_ENV_KEY]: key,
         [LABEL_ENV_REPO]: repoId,
+        [LABEL_ENV_ACCOUNT]: this.describe(repoId).account,
+        [LABEL_ENV_REPO_NAME]: this.describe(repoId).name,
         [LABEL_ENV_BASE]: o.baseImageId,
         [LABEL_ENV_CREATED]: String(Math.floor(Date.now() / 1000)),
         ...(o.setupSeconds !== undefined ? { [LABEL_ENV_SETUP_SECONDS]: String(Math.round(o.setupSeconds * 10) / 10) } : {}),
@@ -241,6 +323,14 @@ function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promis
     signal.addEventListener('abort', onAbort, { once: true });
     p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });
+}
+
+/** 45 s, 12 min, 5.2 h, 8.0 days. */
+export function formatAge(seconds: number): string {
+  if (seconds < 60) return `${Math.round(seconds)} s`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
+  if (seconds < 48 * 3600) return `${(seconds / 3600).toFixed(1)} h`;
+  return `${(seconds / 86400).toFixed(1)} days`;
 }
 
 export function formatBytes(bytes: number): string {

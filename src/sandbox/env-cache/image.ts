@@ -17,6 +17,13 @@ export const LABEL_ENV_CREATED = 'dev.lilypad.env.created';
 export const LABEL_ENV_BYTES = 'dev.lilypad.env.bytes';
 /** How long the setup it replaces took, in seconds: what a hit saves. */
 export const LABEL_ENV_SETUP_SECONDS = 'dev.lilypad.env.setup-seconds';
+/**
+ * Whose setups made it, for the size share (evict.ts): the GitHub App installation
+ * (`github-installation:<id>`, one organisation or user account), `local` or `eval`.
+ */
+export const LABEL_ENV_ACCOUNT = 'dev.lilypad.env.account';
+/** The repository as people name it (`owner/name`, or the local path), for `lilypad env`. */
+export const LABEL_ENV_REPO_NAME = 'dev.lilypad.env.repo-name';
 /** On the untagged image `docker commit` makes, until the kept image replaces it (evict() removes leftovers). */
 export const LABEL_ENV_PARTIAL = 'dev.lilypad.env.partial';
 

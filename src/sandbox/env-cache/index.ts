@@ -14,7 +14,7 @@
  * A Sandbox.create from a hit that fails because the image is gone (evicted between lookup and
  * create) is a miss: run setup.
  */
-export { EnvCache, formatBytes, type EnvBuilder, type EnvCacheOptions, type EnvClaim, type KeepOutcome, type KeptEnv } from './cache.ts';
+export { DEFAULT_MAX_AGE_HOURS, EnvCache, formatAge, formatBytes, type EnvBuilder, type EnvCacheOptions, type EnvClaim, type EnvRepo, type KeepOutcome, type KeptEnv } from './cache.ts';
 export { type EvictionSummary } from './evict.ts';
 export { ENV_FORMAT, envKey, type EnvKeyInput, type KeyFile } from './key.ts';
 export { EnvKeyFilesError, isKeyFile, keptEnvFiles } from './key-files.ts';

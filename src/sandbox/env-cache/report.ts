@@ -30,10 +30,13 @@ export function hitReport(env: KeptEnv): EnvCacheReport {
   };
 }
 
-/** A miss: setup ran; `outcome` is what keeping it gave, or a note when nothing was kept (setup failed). */
-export function missReport(key: string, outcome: KeepOutcome | { note: string }): EnvCacheReport {
-  if ('kept' in outcome && outcome.kept) return { result: 'miss', key, image: outcome.kept.ref, stored: true };
-  return { result: 'miss', key, stored: false, note: outcome.note };
+/**
+ * A miss: setup ran; `outcome` is what keeping it gave, or a note when nothing was kept (setup
+ * failed). `why` is the lookup's own note (an environment too old to use), kept either way.
+ */
+export function missReport(key: string, outcome: KeepOutcome | { note: string }, why?: string): EnvCacheReport {
+  if ('kept' in outcome && outcome.kept) return { result: 'miss', key, image: outcome.kept.ref, stored: true, ...(why ? { note: why } : {}) };
+  return { result: 'miss', key, stored: false, note: why ? `${outcome.note}; ${why}` : outcome.note };
 }
 
 /** One line for the run page, the status comment and the pull request body. */
@@ -42,7 +45,7 @@ export function describeEnvCache(r: EnvCacheReport): string {
     case 'hit':
       return `environment kept from ${ago(r.age_seconds ?? 0)} reused, setup skipped${r.setup_seconds_saved !== undefined ? ` (it took ${duration(r.setup_seconds_saved)})` : ''}`;
     case 'miss':
-      return r.stored ? 'setup ran; its environment is kept for the next runs' : `setup ran; its environment was not kept${r.note ? ` (${r.note})` : ''}`;
+      return r.stored ? `setup ran; its environment is kept for the next runs${r.note ? ` (${r.note})` : ''}` : `setup ran; its environment was not kept${r.note ? ` (${r.note})` : ''}`;
     case 'off':
       return r.note ? `environments are not kept: ${r.note}` : 'environments are not kept (LILYPAD_ENV_CACHE_GB=0)';
     case 'failed':

@@ -33,7 +33,7 @@ import {
   type TestServer,
 } from '../../support/egress-harness.ts';
 import { faultTest } from '../../support/fault-table.ts';
-import { TEST_IMAGE, TEST_WORKDIR, testDocker } from '../../support/sandbox-harness.ts';
+import { TEST_IMAGE, TEST_RUNTIME, TEST_WORKDIR, testDocker } from '../../support/sandbox-harness.ts';
 
 // Everything here stays on this machine: the proxy's outbound network is an internal network the
 // test creates (its "internet" is two containers the test starts), Squid's DNS server is
@@ -341,10 +341,13 @@ faultTest('every proxy decision is logged to the container stdout (docker logs)'
   };
 });
 
-faultTest('the proxy container itself', 'no capabilities, no-new-privileges, read-only root, non-root, limits, labels', async () => {
+faultTest('the proxy container itself', "no capabilities, no-new-privileges, read-only root, non-root, limits, labels; the sandboxes' runtime (it parses their traffic)", async () => {
   const info = await proxy!.container.inspect();
   const hc = info.HostConfig;
+  // Under LILYPAD_SANDBOX_RUNTIME=runsc the proxy runs under gVisor too; else the engine's default.
+  const runtime = TEST_RUNTIME ?? ((await docker.info()) as { DefaultRuntime?: string }).DefaultRuntime ?? 'runc';
   const facts = {
+    runtime: hc.Runtime,
     capDrop: (hc.CapDrop ?? []).join(','),
     capAdd: (hc.CapAdd ?? []).join(',') || 'none',
     securityOpt: (hc.SecurityOpt ?? []).join(','),
@@ -366,7 +369,8 @@ faultTest('the proxy container itself', 'no capabilities, no-new-privileges, rea
       facts.memoryMb > 0 &&
       (facts.pids ?? 0) > 0 &&
       facts.role === ROLE_EGRESS &&
-      facts.managed === 'true',
+      facts.managed === 'true' &&
+      facts.runtime === runtime,
   };
 });
 
