@@ -9,8 +9,11 @@ import assert from 'node:assert/strict';
 import type Docker from 'dockerode';
 import pino from 'pino';
 import { EnvCache, type EnvClaim } from '../../src/sandbox/env-cache/index.ts';
-import { LABEL_ENV_ACCOUNT, LABEL_ENV_REPO_NAME } from '../../src/sandbox/env-cache/image.ts';
-import { keyFor, newCache, removeOwnerImages, setupAndKeep, testOwner } from '../support/env-cache-harness.ts';
+import { LABEL_ENV_ACCOUNT, LABEL_ENV_OWNER, LABEL_ENV_REPO_NAME } from '../../src/sandbox/env-cache/image.ts';
+import { listKept } from '../../src/sandbox/env-cache/evict.ts';
+import { LastUsed } from '../../src/sandbox/env-cache/last-used.ts';
+import { commitSnapshot, removeSnapshot } from '../../src/sandbox/snapshot.ts';
+import { keyFor, newCache, removeOwnerImages, setupAndKeep, startSandbox, testOwner } from '../support/env-cache-harness.ts';
 import { makeRepo } from '../support/fixture-repo.ts';
 import { TEST_IMAGE, testDocker } from '../support/sandbox-harness.ts';
 
@@ -105,5 +108,28 @@ describe('kept environments: age and size share (real Docker)', () => {
     assert.equal(await cache.lookup(aKeys[0]!, 'github:9202'), null, "org-a's least recently used went");
     const summary = await cache.evict();
     assert.ok(summary.keptBytes <= 9 * 1000 * 1000, `within the cap: ${summary.keptBytes}`);
+  });
+
+  test("a run's snapshot of a sandbox started from a kept environment is not a kept environment: eviction leaves it to its run", async () => {
+    const o = owner('snapshot');
+    const { cache, dataDir } = newCache(docker, o);
+    const key = await keepOne(cache, 'github:9301', 1);
+    // As a run does: the agent's sandbox starts from the kept image (and so carries its labels), and is committed before the agent's first step.
+    const sandbox = await startSandbox(docker, cache.ref(key));
+    let snapshot: string | null = null;
+    try {
+      snapshot = (await commitSnapshot(sandbox, 'run-snapshot-test')).image;
+      const image = await docker.getImage(snapshot).inspect();
+      assert.equal(image.Config.Labels?.[LABEL_ENV_OWNER], o, 'the snapshot carries the kept environment labels');
+      // Listed, it would count in the account's share, show in `lilypad env list` and be removed as an untagged leftover once it is old.
+      const listed = await listKept(docker, o, new LastUsed(dataDir, o));
+      assert.deepEqual(listed.filter((e) => e.id === snapshot), [], `the snapshot is listed as a kept environment: ${JSON.stringify(listed.map((e) => [e.id, e.leftover]))}`);
+      await cache.evict();
+      await docker.getImage(snapshot).inspect();
+      assert.ok(await cache.lookup(key, 'github:9301'), 'the kept environment itself is still there');
+    } finally {
+      await sandbox.destroy();
+      if (snapshot) await removeSnapshot(docker, snapshot);
+    }
   });
 });

@@ -1,3 +1,4 @@
+import { LABEL_SNAPSHOT } from '../snapshot.ts';
 import type Docker from 'dockerode';
 import type { Logger } from '../../observability/logger.ts';
 import { envCacheEvent, envCacheSize } from '../../observability/metrics.ts';
@@ -129,6 +130,8 @@ export async function listKept(docker: Docker, owner: string, lastUsed: LastUsed
   const out: KeptImageEntry[] = [];
   for (const img of list) {
     const labels = img.Labels ?? {};
+    // A run's snapshot of a sandbox started from a kept environment carries its labels; it is the run's to remove.
+    if (labels[LABEL_SNAPSHOT] !== undefined) continue;
     const key = labels[LABEL_ENV_KEY] ?? null;
     const tagged = (img.RepoTags ?? []).some((t) => key !== null && t.endsWith(`:${key}`));
     const createdMs = Number(labels[LABEL_ENV_CREATED] ?? img.Created) * 1000;
