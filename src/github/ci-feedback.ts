@@ -26,8 +26,8 @@ import { statusOf, type GitHubClient } from './client.ts';
  *   `bytes` bytes of its log (downloaded as a byte range of `downloadBytes` from the end; a line is
  *   cut after `lineChars`). pipeline/ci-fix-task.ts then fits all of it into a token budget.
  * - What is removed: every text goes through the issue-text hygiene (HTML comments, zero-width and
- *   bidi characters) and the SecretScanner (`redact`), after terminal escapes and control
- *   characters are stripped from the log; `@mentions` become inline code (`@name` in backticks), so
+ *   bidi characters) and the SecretScanner (`redact`) before it is cut, after terminal escapes and
+ *   control characters are stripped from the log (a log: every whole line read, ci-job-log.ts); `@mentions` become inline code (`@name` in backticks), so
  *   a name a log prints pings nobody wherever the text is passed on.
  * - How it is shown: in its own section of the task, log tails in fenced blocks, introduced as CI
  *   output to diagnose rather than instructions. It cannot be told apart from the repository's own
