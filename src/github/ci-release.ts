@@ -67,7 +67,8 @@ export async function releaseCi(octokit: GitHubClient, input: CiReleaseInput): P
           `when @${input.requestedBy} wrote the command, and nothing was released. ${how}`
         );
       }
-      if (Date.parse(pushed.at) > Date.parse(input.commandAt)) {
+      // To the second: GitHub gives a comment's time in whole seconds (a push in the same second passes).
+      if (Math.floor(Date.parse(pushed.at) / 1000) > Math.floor(Date.parse(input.commandAt) / 1000)) {
         return (
           `the tip \`${short}\` became the head of ${pr.head.ref} at ${pushed.at}, after @${input.requestedBy}'s command (${new Date(input.commandAt).toISOString()}), ` +
           `so it may hold changes nobody has read, and nothing was released. ${how}`

@@ -40,6 +40,10 @@ const git = (cwd: string, args: string[], env: Record<string, string> = {}) =>
 const bare = (repo: string) => path.join(gh.gitRoot, OWNER, `${repo}.git`);
 const tip = (repo: string) => gh.branchSha(OWNER, repo, BRANCH);
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Now, in whole seconds, as GitHub gives a comment's `created_at`. */
+const commentTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+/** Comparisons are to the second (GitHub's resolution): what is "after" is a second later. */
+const A_SECOND_LATER = 1100;
 
 /** A clone of `repo` on `branch` (or the default branch) with one more empty commit, dated `at` if given. */
 function commitIn(repo: string, message: string, opts: { branch?: string; at?: string } = {}): { dir: string; sha: string } {
@@ -97,8 +101,8 @@ after(async () => {
 describe('a bare /lilypad ci goes by when the tip became the head, not by its committer date', () => {
   test('a commit someone pushed after the command, dated before it, is not released; its sha releases it', async () => {
     const { pr, repoId } = await lilypadPull('late-push');
-    const commandAt = new Date().toISOString();
-    await pause(20);
+    const commandAt = commentTime();
+    await pause(A_SECOND_LATER);
     const late = commitIn('late-push', 'A late commit nobody read', { branch: BRANCH, at: BACKDATED });
     git(late.dir, ['push', '--quiet', 'origin', BRANCH]);
     assert.equal(tip('late-push'), late.sha);
@@ -114,8 +118,8 @@ describe('a bare /lilypad ci goes by when the tip became the head, not by its co
 
   test('Lilypad’s own push after the command, its commit dated before it, is not released; the reply says when it became the head', async () => {
     const { pr, repoId } = await lilypadPull('late-lilypad');
-    const commandAt = new Date().toISOString();
-    await pause(20);
+    const commandAt = commentTime();
+    await pause(A_SECOND_LATER);
     const followup = commitIn('late-lilypad', 'Address review [skip ci]', { branch: BRANCH, at: BACKDATED });
     await lilypadPushes('late-lilypad', repoId, followup);
 
@@ -126,8 +130,7 @@ describe('a bare /lilypad ci goes by when the tip became the head, not by its co
 
   test('Lilypad’s own push before the command is released, and the release commit is on record as the head', async () => {
     const { pr, repoId } = await lilypadPull('in-time');
-    await pause(20);
-    const commandAt = new Date().toISOString();
+    const commandAt = commentTime(); // the same second as the push, as a quick reader's comment may be
     assert.match(await release('in-time', repoId, pr, commandAt), /released CI on lilypad\/issue-1/);
     const head = tip('in-time');
     assert.deepEqual((await readHeadPush(redis, prefix, repoId, BRANCH))?.sha, head);
