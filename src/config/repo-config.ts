@@ -76,6 +76,13 @@ const repoConfigSchema = z
     // Automatic CI fixes per pull request (ci_fix: auto); none after a person pushed to its branch,
     // and none for a check that fails the same way as before the last fix.
     ci_fix_attempts: z.number().int().min(1).max(10).default(2),
+    // The commit status contexts whose failures count as this repository's CI (a status names no
+    // branch, so any app or person allowed to post one on the commit could speak for CI): none by
+    // default; check runs of CI apps on the pull request's own branch always count.
+    ci_status_contexts: z
+      .array(z.string().trim().min(1).max(255), { error: 'must be a list of commit status contexts, such as [ci/jenkins]' })
+      .max(50)
+      .default([]),
   })
   .strict();
 

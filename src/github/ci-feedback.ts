@@ -11,18 +11,23 @@ import { statusOf, type GitHubClient } from './client.ts';
  *
  * How the excerpt is bounded (CI output is untrusted data: a job may print an issue body, a
  * comment by someone without write access, or anything a dependency writes):
+ * - Whose: only check suites that ran on the pull request's branch in its own repository count
+ *   (GitHub names the branch and links the pull request to such a suite). A suite that a fork's
+ *   pull request ran on the same commit (GitHub gives it no branch and no pull request), or one of
+ *   another branch, is not read: a fork's workflow prints whatever its author wants. Commit
+ *   statuses carry no branch: only the contexts the repository names (`ci_status_contexts`) count.
  * - Which checks: check runs of CI apps only (`ciApps`: GitHub Actions and a short list of CI
- *   services, configurable), never Lilypad's own; commit statuses (any poster but Lilypad's bot)
- *   contribute only their context and their description, which GitHub caps at 140 characters.
- *   Only completed runs with conclusion failure, timed_out or action_required count; a check that
- *   was cancelled, skipped or neutral is not a failure.
+ *   services, configurable), never Lilypad's own; commit statuses of the named contexts (any poster
+ *   but Lilypad's bot) contribute only their context and their description, which GitHub caps at
+ *   140 characters. Only completed runs with conclusion failure, timed_out or action_required
+ *   count; a check that was cancelled, skipped or neutral is not a failure.
  * - How much: at most `maxChecks` checks; per check a summary of `summaryChars`, `annotations`
  *   annotations of `annotationChars` each, and for an Actions job the last `lines` lines and
  *   `bytes` bytes of its log (downloaded as a byte range of `downloadBytes` from the end; a line is
  *   cut after `lineChars`). pipeline/ci-fix-task.ts then fits all of it into a token budget.
  * - What is removed: every text goes through the issue-text hygiene (HTML comments, zero-width and
- *   bidi characters) and the SecretScanner (`redact`), after terminal escapes and control
- *   characters are stripped from the log; `@mentions` become inline code (`@name` in backticks), so
+ *   bidi characters) and the SecretScanner (`redact`) before it is cut, after terminal escapes and
+ *   control characters are stripped from the log (a log: every whole line read, ci-job-log.ts); `@mentions` become inline code (`@name` in backticks), so
  *   a name a log prints pings nobody wherever the text is passed on.
  * - How it is shown: in its own section of the task, log tails in fenced blocks, introduced as CI
  *   output to diagnose rather than instructions. It cannot be told apart from the repository's own
@@ -94,8 +99,12 @@ export interface CiFeedback {
   passed: number;
   /** Failing checks beyond maxChecks, by name: not read further. */
   omitted: string[];
-  /** Check runs left out because their app is not a CI app (by slug), and Lilypad's own. */
-  ignored: { otherApps: Record<string, number>; own: number };
+  /**
+   * Left out: check runs whose app is not a CI app (by slug), Lilypad's own, check runs of suites
+   * that did not run on the pull request's branch in its repository (`elsewhere`: a fork's pull
+   * request on the same commit, another branch), and status contexts not named.
+   */
+  ignored: { otherApps: Record<string, number>; own: number; elsewhere: number; statusContexts: string[] };
   warnings: string[];
 }
 
@@ -103,12 +112,14 @@ export interface FetchCiFeedbackOptions {
   owner: string;
   repo: string;
   headSha: string;
+  /** The pull request whose CI this is: only suites that ran on its branch, in this repository, count. */
+  pull: { number: number; branch: string };
   /** Lilypad's app slug: its check runs and its bot's statuses are never CI feedback. */
   ownAppSlug: string;
   /** Apps whose check runs are CI; default DEFAULT_CI_APPS. */
   ciApps?: readonly string[];
-  /** Commit statuses count too; default true. */
-  includeStatuses?: boolean;
+  /** The commit status contexts that count (`ci_status_contexts`); default none (statuses are not read). */
+  statusContexts?: readonly string[];
   scanner: SecretScanner;
   limits?: Partial<CiFeedbackLimits>;
   signal?: AbortSignal;
@@ -137,6 +148,27 @@ const checkRunSchema = z.object({
 });
 export type RestCheckRun = z.infer<typeof checkRunSchema>;
 const checkRunsPage = z.object({ total_count: z.number(), check_runs: z.array(checkRunSchema) });
+
+const checkSuiteSchema = z.object({
+  id: z.number(),
+  head_branch: z.string().nullable(),
+  app: z.object({ slug: z.string().optional() }).nullable(),
+  latest_check_runs_count: z.number(),
+  repository: z.object({ id: z.number() }),
+  pull_requests: z.array(z.object({ number: z.number(), head: z.object({ ref: z.string(), repo: z.object({ id: z.number() }) }) })).nullable(),
+});
+type RestCheckSuite = z.infer<typeof checkSuiteSchema>;
+const checkSuitesPage = z.object({ total_count: z.number(), check_suites: z.array(checkSuiteSchema) });
+
+/**
+ * Whether the suite ran on the pull request's branch in the repository: GitHub names the branch
+ * and links the pull request (whose head is in the suite's own repository) to it. A fork's suite
+ * has neither (the Checks API does not see other repositories' branches).
+ */
+export function suiteOfPull(suite: Pick<RestCheckSuite, 'head_branch' | 'repository' | 'pull_requests'>, pull: { number: number; branch: string }): boolean {
+  if (suite.head_branch !== pull.branch) return false;
+  return (suite.pull_requests ?? []).some((p) => p.number === pull.number && p.head.ref === pull.branch && p.head.repo.id === suite.repository.id);
+}
 
 const annotationSchema = z.object({
   path: z.string(),
@@ -219,32 +251,60 @@ export async function fetchCiFeedback(client: GitHubClient, opts: FetchCiFeedbac
   const ciApps = new Set((opts.ciApps ?? DEFAULT_CI_APPS).map((s) => s.toLowerCase()));
   const own = opts.ownAppSlug.toLowerCase();
   const base = { owner: opts.owner, repo: opts.repo };
-  const feedback: CiFeedback = { headSha: opts.headSha, failing: [], pending: [], passed: 0, omitted: [], ignored: { otherApps: {}, own: 0 }, warnings: [] };
+  const feedback: CiFeedback = {
+    headSha: opts.headSha,
+    failing: [],
+    pending: [],
+    passed: 0,
+    omitted: [],
+    ignored: { otherApps: {}, own: 0, elsewhere: 0, statusContexts: [] },
+    warnings: [],
+  };
+  const countOther = (slug: string, n: number) => {
+    const key = slug || '(unknown app)';
+    feedback.ignored.otherApps[key] = (feedback.ignored.otherApps[key] ?? 0) + n;
+  };
 
-  // 1. Check runs (the latest of each name), sorted into CI failures, pending, passed and ignored.
-  let runs: RestCheckRun[];
+  // 1. The commit's check suites: only those of the pull request's branch are read further. Then
+  // their check runs (the latest of each name), sorted into CI failures, pending, passed and ignored.
+  const runs: RestCheckRun[] = [];
   try {
-    runs = await listPages(client, 'GET /repos/{owner}/{repo}/commits/{ref}/check-runs', { ...base, ref: opts.headSha, filter: 'latest' }, (d) => {
-      const page = checkRunsPage.parse(d);
-      return { items: page.check_runs, total: page.total_count };
+    const suites = await listPages(client, 'GET /repos/{owner}/{repo}/commits/{ref}/check-suites', { ...base, ref: opts.headSha }, (d) => {
+      const page = checkSuitesPage.parse(d);
+      return { items: page.check_suites, total: page.total_count };
     }, opts.signal);
+    for (const suite of suites) {
+      const slug = (suite.app?.slug ?? '').toLowerCase();
+      if (!suiteOfPull(suite, opts.pull)) feedback.ignored.elsewhere += suite.latest_check_runs_count;
+      else if (slug === own) feedback.ignored.own += suite.latest_check_runs_count;
+      else if (!ciApps.has(slug)) countOther(slug, suite.latest_check_runs_count);
+      else {
+        const route = 'GET /repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs';
+        runs.push(...(await listPages(client, route, { ...base, check_suite_id: suite.id, filter: 'latest' }, (d) => {
+          const page = checkRunsPage.parse(d);
+          return { items: page.check_runs, total: page.total_count };
+        }, opts.signal)));
+      }
+    }
   } catch (err) {
     if (opts.signal?.aborted || err instanceof z.ZodError) throw err;
     throw refused('check runs', 'checks: read', err);
   }
   const failingRuns: RestCheckRun[] = [];
   for (const run of runs) {
+    // The suite's app said which app this is; a run names its own, which is checked again.
     const slug = (run.app?.slug ?? '').toLowerCase();
     if (slug === own) feedback.ignored.own++;
-    else if (!ciApps.has(slug)) feedback.ignored.otherApps[slug || '(unknown app)'] = (feedback.ignored.otherApps[slug || '(unknown app)'] ?? 0) + 1;
+    else if (!ciApps.has(slug)) countOther(slug, 1);
     else if (run.status !== 'completed') feedback.pending.push(run.name);
     else if (run.conclusion !== null && FAILING_CONCLUSIONS.has(run.conclusion)) failingRuns.push(run);
     else feedback.passed++;
   }
 
-  // 2. Commit statuses (the newest of each context), unless turned off.
+  // 2. Commit statuses (the newest of each context) of the contexts the repository named.
   const failingStatuses: RestStatus[] = [];
-  if (opts.includeStatuses !== false) {
+  const named = new Set(opts.statusContexts ?? []);
+  if (named.size > 0) {
     try {
       const all = await listPages(client, 'GET /repos/{owner}/{repo}/commits/{ref}/statuses', { ...base, ref: opts.headSha }, (d) => {
         const items = z.array(statusSchema).parse(d);
@@ -254,8 +314,9 @@ export async function fetchCiFeedback(client: GitHubClient, opts: FetchCiFeedbac
       for (const st of all) {
         if (seen.has(st.context)) continue;
         seen.add(st.context);
-        if (st.creator?.login.toLowerCase() === `${own}[bot]`) continue;
-        if (FAILING_STATUS_STATES.has(st.state)) failingStatuses.push(st);
+        if (!named.has(st.context)) feedback.ignored.statusContexts.push(st.context);
+        else if (st.creator?.login.toLowerCase() === `${own}[bot]`) continue;
+        else if (FAILING_STATUS_STATES.has(st.state)) failingStatuses.push(st);
         else if (st.state === 'pending') feedback.pending.push(st.context);
         else feedback.passed++;
       }

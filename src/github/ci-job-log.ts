@@ -6,8 +6,8 @@ import { statusOf, type GitHubClient } from './client.ts';
 /**
  * The tail of a GitHub Actions job's log, as data for a "fix CI" task: only the end of the file is
  * downloaded (a byte range), then cleaned (timestamps, colours, progress redraws and workflow
- * command markers removed), cut to its last lines and bytes, scrubbed of hidden text,
- * secret-scanned, and its @mentions defused. GitHub answers the log request with a redirect to a
+ * command markers removed), scrubbed of hidden text and secret-scanned as a whole (every full line
+ * read), and only then cut to its last lines and bytes, with its @mentions defused. GitHub answers the log request with a redirect to a
  * short-lived signed address on its blob storage; that address is fetched without Lilypad's token.
  */
 
@@ -91,7 +91,23 @@ export function tailOfLog(raw: string, opts: { partial: boolean; scanner: Secret
   const limits = { ...DEFAULT_LOG_TAIL_LIMITS, ...opts.limits };
   const rawLines = raw.replace(/^\uFEFF/, '').split('\n');
   if (opts.partial) rawLines.shift();
-  let lines = rawLines.map(cleanLine).filter((l): l is string => l !== null);
+  const cleaned = rawLines.map(cleanLine).filter((l): l is string => l !== null);
+
+  // Hidden text out and secrets redacted on every whole line of the text read, before any cut: a
+  // token that crosses the per-line cut, or a key whose BEGIN line is older than the kept lines,
+  // is still seen whole. Hidden text goes first (a comment or a zero-width character inside a
+  // token would hide it), line by line: a stray `<!--` hides the rest of its line, not of the log.
+  let hiddenRemoved = 0;
+  const visible = cleaned
+    .map((l) => {
+      const h = sanitizeIssueText(l);
+      hiddenRemoved += h.removedComments + h.removedInvisible;
+      return h.text;
+    })
+    .join('\n');
+  const redacted = opts.scanner.redact(visible);
+  const redactions = count(redacted, '[REDACTED]') - count(visible, '[REDACTED]');
+  let lines = redacted.split('\n');
   while (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
   // The failing step ends with the runner's exit-code line; the post-job steps after it only clean up.
   const lastFailure = lines.findLastIndex((l) => STEP_FAILED.test(l));
@@ -105,18 +121,15 @@ export function tailOfLog(raw: string, opts: { partial: boolean; scanner: Secret
   let bytes = lines.reduce((n, l) => n + Buffer.byteLength(l) + 1, 0);
   while (lines.length > 1 && bytes > limits.bytes) bytes -= Buffer.byteLength(lines.shift() ?? '') + 1;
 
-  const hygiene = sanitizeIssueText(lines.join('\n'));
-  const redacted = opts.scanner.redact(hygiene.text);
-  const redactions = count(redacted, '[REDACTED]') - count(hygiene.text, '[REDACTED]');
   // A log can print an issue body or a comment: its @mentions are defused like any other quoted text.
-  const kept = escapeMentions(redacted).split('\n');
+  const kept = escapeMentions(lines.join('\n')).split('\n');
   return {
     lines: kept,
     droppedLines: read - kept.length,
     partial: opts.partial,
     afterFailureLines,
     redactions,
-    hiddenRemoved: hygiene.removedComments + hygiene.removedInvisible,
+    hiddenRemoved,
   };
 }
 

@@ -96,13 +96,18 @@ export function lilypadApp(events: Queue<EventJob>): ApplicationFunction {
     });
     // CI results on a commit: only failures matter (a fix is for a failing check); which commit's
     // pull request they belong to, and whether it is Lilypad's, is decided in the worker.
+    // A suite's branch and pull requests say whose result it is: a fork's pull request on the same
+    // commit gets neither (the worker refuses it). Only pull requests of this repository are kept.
+    const ownPulls = (context: Context, pulls: ReadonlyArray<{ number: number; head: { repo: { id: number } } }>) =>
+      pulls.filter((p) => p.head.repo.id === (context.payload as { repository: { id: number } }).repository.id).map((p) => p.number).slice(0, 50);
     app.on('check_run.completed', async (context) => {
       const run = context.payload.check_run;
       if (!FAILED_CHECK.has(String(run.conclusion))) return;
       await enqueue(context, {
         kind: 'check_run',
         headSha: run.head_sha,
-        pullNumbers: run.pull_requests.map((p) => p.number).slice(0, 50),
+        headBranch: run.check_suite?.head_branch ?? null,
+        pullNumbers: ownPulls(context, run.pull_requests),
         name: run.name.slice(0, 500),
         app: run.app?.slug ?? null,
         conclusion: String(run.conclusion),
@@ -115,7 +120,8 @@ export function lilypadApp(events: Queue<EventJob>): ApplicationFunction {
       await enqueue(context, {
         kind: 'check_suite',
         headSha: suite.head_sha,
-        pullNumbers: suite.pull_requests.map((p) => p.number).slice(0, 50),
+        headBranch: suite.head_branch ?? null,
+        pullNumbers: ownPulls(context, suite.pull_requests),
         app: suite.app?.slug ?? null,
         conclusion: String(suite.conclusion),
       });

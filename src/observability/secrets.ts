@@ -2,10 +2,17 @@
  * Secret detection and redaction. Used on everything Lilypad writes down or publishes: logs, stored
  * trajectories, and (for the GitHub app) diffs and pull-request texts, which are refused on a hit.
  */
+const KEY_WITH_BEGIN = /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g;
+// The base64 lines right before an END line are a key even without their BEGIN line (a text that
+// starts inside a key: the end of a log, a hunk). At most 200 lines, so a long run of one-word
+// lines with no END after it costs little.
+const KEY_WITHOUT_BEGIN = /^(?:[ \t]*[A-Za-z0-9+/=]+[ \t]*\r?\n){1,200}[ \t]*-----END [A-Z ]*PRIVATE KEY-----/gm;
+
 const TOKEN_PATTERNS: readonly RegExp[] = [
   /\bgh[pousr]_[A-Za-z0-9]{30,255}\b/g, // GitHub classic/app tokens: ghp_, gho_, ghu_, ghs_, ghr_
   /\bgithub_pat_[A-Za-z0-9_]{40,255}\b/g,
-  /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g,
+  KEY_WITH_BEGIN,
+  KEY_WITHOUT_BEGIN,
   /\bsk-[A-Za-z0-9_-]{32,}\b/g, // OpenAI-style API keys
   /(?<=\b[a-z][a-z0-9+.-]*:\/\/)[^/\s:@]*:[^/\s@]+(?=@)/gi, // credentials inside a URL (redis://:password@ too)
 ];
@@ -15,7 +22,7 @@ const TOKEN_PATTERNS: readonly RegExp[] = [
  * regex scan (the URL pattern's lookbehind is tried at every position) on the usual text that
  * has no candidate at all; the result is the same either way.
  */
-const REQUIRED_TEXT: readonly string[] = ['_', 'github_pat_', 'PRIVATE KEY-----', 'sk-', '://'];
+const REQUIRED_TEXT: readonly string[] = ['_', 'github_pat_', 'PRIVATE KEY-----', 'PRIVATE KEY-----', 'sk-', '://'];
 
 const REDACTED = '[REDACTED]';
 
@@ -38,8 +45,12 @@ export class SecretScanner {
     for (const [i, pattern] of TOKEN_PATTERNS.entries()) {
       if (!text.includes(REQUIRED_TEXT[i]!)) continue;
       pattern.lastIndex = 0;
-      const match = pattern.exec(text);
-      if (match) found.push(`${match[0].slice(0, 11).replace(/[A-Za-z0-9]{4}$/, '')}… token-shaped text`);
+      // A whole key (BEGIN to END) is one finding, not two: its END is looked at without it.
+      const match = pattern.exec(pattern === KEY_WITHOUT_BEGIN ? text.replace(KEY_WITH_BEGIN, '') : text);
+      if (!match) continue;
+      // A key found by its END line is named by that line, never by the start of its body.
+      if (pattern === KEY_WITHOUT_BEGIN) found.push('-----END … PRIVATE KEY----- token-shaped text');
+      else found.push(`${match[0].slice(0, 11).replace(/[A-Za-z0-9]{4}$/, '')}… token-shaped text`);
     }
     return found;
   }

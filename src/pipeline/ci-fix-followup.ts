@@ -26,15 +26,37 @@ export interface CiWork {
   warnings: string[];
 }
 
-/** The failing checks the run's CI requests ask it to fix, read on `headSha`; null without a CI request. */
-export async function readCiWork(ctx: JobContext<FollowupRunJob>, client: GitHubClient, headSha: string, requests: readonly FollowupRequest[]): Promise<CiWork | null> {
+/**
+ * The failing checks the run's CI requests ask it to fix, read on the pull request's head (only
+ * its own branch's suites, and the status contexts the repository names); null without a CI request.
+ */
+export async function readCiWork(
+  ctx: JobContext<FollowupRunJob>,
+  client: GitHubClient,
+  head: { sha: string; branch: string; statusContexts: readonly string[] },
+  requests: readonly FollowupRequest[],
+): Promise<CiWork | null> {
   const ci = requests.filter((r) => r.ci);
   if (ci.length === 0) return null;
   const { deps, job } = ctx;
+  const headSha = head.sha;
   const auto = ci.every((r) => r.ci?.auto);
   let feedback;
   try {
-    feedback = await fetchCiFeedback(client, { owner: job.owner, repo: job.repo, headSha, ownAppSlug: (await deps.github.appIdentity()).slug, scanner: ctx.scanner(), signal: ctx.signal });
+    feedback = await fetchCiFeedback(client, {
+      owner: job.owner,
+      repo: job.repo,
+      headSha,
+      pull: { number: job.pullNumber, branch: head.branch },
+      statusContexts: head.statusContexts,
+      ownAppSlug: (await deps.github.appIdentity()).slug,
+      scanner: ctx.scanner(),
+      signal: ctx.signal,
+    });
+    const { elsewhere, statusContexts } = feedback.ignored;
+    if (elsewhere > 0 || statusContexts.length > 0) {
+      ctx.log.info({ head: headSha.slice(0, 7), elsewhere, statusContexts: statusContexts.slice(0, 20) }, "CI results on the head that are not the pull request's were left out of the fix");
+    }
   } catch (err) {
     if (!(err instanceof CiFeedbackError)) throw err;
     throw new UserError(`the CI results of this pull request could not be read: ${err.message}`, 'give the GitHub App the `checks`, `actions` and `statuses` read permissions (an existing installation accepts them in its settings), then ask again.');

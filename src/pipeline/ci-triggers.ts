@@ -14,7 +14,10 @@ import type { TriggerDeps } from './triggers.ts';
 /**
  * What a failing CI result on a commit starts (ci-fix-policy.ts says what, this file finds out
  * the facts and does it), and `/lilypad fix-ci`. Only Lilypad's own open pull requests, only when
- * the commit is still their head, only checks by CI providers (never Lilypad's own). A failing
+ * the commit is still their head, only checks by CI providers (never Lilypad's own), only results
+ * that are the pull request's: a check suite that ran on its branch in this repository (never a
+ * fork's pull request on the same commit, nor another branch), a commit status of a context the
+ * repository names in `ci_status_contexts`. A refused result is said in the outcome (logged). A failing
  * check run whose suite (for GitHub Actions, its workflow run) is still running waits for the
  * suite's own event, so a fix sees every failure of a workflow at once; a finished suite or a
  * failing status decides at once (waiting for every other CI could wait for ever: a status that
@@ -29,8 +32,10 @@ export async function handleCiEvent(evt: CiEventJob, deps: TriggerDeps): Promise
   const notCi = notFromCi(evt, slug);
   if (notCi) return notCi;
   if (evt.kind === 'check_run' && evt.suiteCompleted === false) return 'waiting: its suite is still running (the suite’s own event decides)';
+  const notOurs = notThisRepositorysBranch(evt);
+  if (notOurs) return notOurs;
   const client = await deps.github.installation(evt.installationId);
-  const pulls = evt.pullNumbers.length > 0 ? evt.pullNumbers : await pullsWithHead(client, evt);
+  const pulls = evt.kind === 'status' ? await pullsWithHead(client, evt) : evt.pullNumbers;
   if (pulls.length === 0) return 'ignored: no open pull request has this commit as its head';
   const outcomes: string[] = [];
   for (const n of pulls) outcomes.push(`#${n}: ${await forPull(evt, deps, client, slug, n)}`);
@@ -43,6 +48,20 @@ function notFromCi(evt: CiEventJob, slug: string): string | null {
   const app = evt.app.toLowerCase();
   if (app === slug.toLowerCase()) return "ignored: Lilypad's own check";
   if (!DEFAULT_CI_APPS.includes(app)) return `ignored: a check by ${evt.app}, which is not a CI provider`;
+  return null;
+}
+
+/**
+ * Why a check result is not one of a pull request of this repository (null: it may be). GitHub
+ * gives a suite that a fork's pull request ran no branch and no pull request, even on a commit that
+ * is also the head of Lilypad's branch; a suite of another branch names that branch and none of
+ * Lilypad's pull requests. Neither is looked at further, so neither can start a fix.
+ */
+function notThisRepositorysBranch(evt: CiEventJob): string | null {
+  if (evt.kind === 'status') return null;
+  if (evt.headBranch === undefined) return 'refused: the event does not say which branch its check suite ran on (queued by an earlier version); it does not count';
+  if (evt.headBranch === null) return "refused: its check suite ran on no branch of this repository (a fork's pull request with the same commit); results from forks never count";
+  if (evt.pullNumbers.length === 0) return `refused: its check suite ran on \`${evt.headBranch.slice(0, 100)}\`, which is no open pull request's branch in this repository`;
   return null;
 }
 
@@ -75,22 +94,38 @@ async function forPull(evt: CiEventJob, deps: TriggerDeps, client: InstallationC
   if ((await readCiFixRecord(deps.redis, prefix, pull)).decided.includes(evt.headSha)) return 'already decided for this head';
   const pr = (await client.request('GET /repos/{owner}/{repo}/pulls/{pull_number}', { owner: evt.owner, repo: evt.repo, pull_number: pullNumber })).data;
   if (pr.state !== 'open' || pr.head.ref !== record.branch) return 'ignored: not an open Lilypad pull request';
+  if (evt.kind !== 'status' && evt.headBranch !== pr.head.ref) {
+    return `refused: its check suite ran on \`${String(evt.headBranch).slice(0, 100)}\`, not on the pull request's branch \`${pr.head.ref}\``;
+  }
   if (pr.head.sha !== evt.headSha) return `ignored: ${evt.headSha.slice(0, 7)} is no longer its head`;
   const loaded = await loadRepoConfig(client, evt.owner, evt.repo);
   if (!loaded.ok) return 'ignored: the configuration is not valid (said when someone asks Lilypad for something)';
   if (loaded.config.ci_fix === 'off') return 'ignored: ci_fix is off';
+  if (evt.kind === 'status' && !loaded.config.ci_status_contexts.includes(evt.name ?? '')) {
+    return `ignored: the commit status \`${(evt.name ?? '').slice(0, 100)}\` is not one of the contexts named in ci_status_contexts`;
+  }
   const ref: IssueRef = { owner: evt.owner, repo: evt.repo, issueNumber: pullNumber };
-  const failing = await readFailing(client, evt, slug, deps, ref);
+  const failing = await readFailing(client, evt, slug, deps, ref, { number: pullNumber, branch: pr.head.ref }, loaded.config.ci_status_contexts);
   if (typeof failing === 'string') return failing;
   const target: FollowupTarget = { installationId: evt.installationId, repoId: evt.repoId, owner: evt.owner, repo: evt.repo, pullNumber, issueNumber: record.issueNumber };
   const facts: PullFacts = { evt, deps, client, ref, pull, target, config: loaded.config, failing, lastSha: record.lastSha, htmlUrl: pr.html_url };
   return withCiFixLock(deps.redis, prefix, pull, () => decideAndAct(facts));
 }
 
-/** The failing CI checks on the head, or why they cannot be read. */
-async function readFailing(client: GitHubClient, evt: CiEventJob, slug: string, deps: TriggerDeps, ref: IssueRef): Promise<FailingCheck[] | string> {
+/** The failing CI checks on the head, or why they cannot be read; results from elsewhere left out, with a log line. */
+async function readFailing(
+  client: GitHubClient,
+  evt: CiEventJob,
+  slug: string,
+  deps: TriggerDeps,
+  ref: IssueRef,
+  pull: { number: number; branch: string },
+  statusContexts: readonly string[],
+): Promise<FailingCheck[] | string> {
   try {
-    const feedback = await fetchCiFeedback(client, { owner: evt.owner, repo: evt.repo, headSha: evt.headSha, ownAppSlug: slug, scanner: new SecretScanner() });
+    const opts = { owner: evt.owner, repo: evt.repo, headSha: evt.headSha, pull, ownAppSlug: slug, statusContexts, scanner: new SecretScanner() };
+    const feedback = await fetchCiFeedback(client, opts);
+    logLeftOut(deps, `${evt.owner}/${evt.repo}#${pull.number}`, evt.headSha, feedback.ignored);
     return feedback.failing;
   } catch (err) {
     // A missing permission is the installation's to fix, said once; anything else is retried with the event.
@@ -98,6 +133,15 @@ async function readFailing(client: GitHubClient, evt: CiEventJob, slug: string, 
     await replyOnce(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, client, ref, 'ci-unreadable', `**Lilypad** cannot read the CI results of this pull request: ${err.message}`);
     return `CI results not readable: ${err.message}`;
   }
+}
+
+/** A log line for CI results on the head that were not read: a fork's or another branch's suites, unnamed status contexts. */
+export function logLeftOut(deps: Pick<TriggerDeps, 'logger'>, pull: string, headSha: string, ignored: { elsewhere: number; statusContexts: readonly string[] }): void {
+  if (ignored.elsewhere === 0 && ignored.statusContexts.length === 0) return;
+  deps.logger.info(
+    { pull, head: headSha.slice(0, 7), elsewhere: ignored.elsewhere, statusContexts: ignored.statusContexts.slice(0, 20) },
+    "CI results on the head that are not the pull request's were left out (check runs of a fork's or another branch's suites; status contexts not in ci_status_contexts)",
+  );
 }
 
 async function decideAndAct(f: PullFacts): Promise<string> {

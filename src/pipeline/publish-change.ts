@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { readPushRecord, writePushRecord } from '../store/push-records.ts';
+import { readPushRecord, recordHeadPush, writePushRecord } from '../store/push-records.ts';
 import { pushBranch, remoteTip } from '../workspace/publish.ts';
 
 /** Branch names tried in order: lilypad/issue-N, then -2, -3, ... when someone else owns one. */
@@ -57,6 +57,7 @@ async function pushIfOurs(dir: string, headSha: string, target: PushTarget, bran
   const pushed = await pushBranch(dir, target.cloneUrl, branch, await target.authHeader(), { expected: tip }, target.signal);
   if (pushed !== 'pushed') return 'theirs';
   await writePushRecord(redis, prefix, repoId, branch, { sha: headSha, pending: null });
+  await recordHeadPush(redis, prefix, repoId, branch, headSha);
   return 'pushed';
 }
 

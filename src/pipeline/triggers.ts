@@ -199,6 +199,9 @@ async function ciCommand(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubC
     : evt.receivedAt;
   const outcome = await releaseCi(octokit, {
     github: deps.github,
+    redis: deps.redis,
+    prefix: deps.env.LILYPAD_QUEUE_PREFIX,
+    repoId: evt.repoId,
     installationId: evt.installationId,
     owner: evt.owner,
     repo: evt.repo,

@@ -54,7 +54,7 @@ const ciEventJobSchema = z.object({
   deliveryId: z.string().min(1),
   kind: z.enum(['check_run', 'check_suite', 'status']),
   headSha: z.string().regex(/^[0-9a-f]{40}$/),
-  /** Pull request numbers from the payload (check events only; GitHub lists open pull requests whose head is the commit). */
+  /** Pull request numbers from the payload (check events only; GitHub lists the open pull requests of the suite's branch, in the repository itself). */
   pullNumbers: z.array(z.number().int().positive()).max(50),
   /** The check run's name or the status's context (a suite has none). */
   name: z.string().max(500).optional(),
@@ -64,6 +64,11 @@ const ciEventJobSchema = z.object({
   conclusion: z.string(),
   /** check_run: whether its suite had finished too (a run in a suite still running waits for the suite's own event). */
   suiteCompleted: z.boolean().optional(),
+  /**
+   * Check events: the suite's branch (`head_branch`), null when GitHub names none (a fork's pull
+   * request on the same commit); absent in jobs queued by earlier versions (refused as unknown).
+   */
+  headBranch: z.string().max(255).nullable().optional(),
   sender: z.object({ login: z.string(), type: z.string() }),
   receivedAt: z.string(),
 });

@@ -42,6 +42,8 @@ export const keys = {
   withheld: (prefix: string, repoId: number, issueNumber: number) => `${prefix}:withheld:${repoId}:${issueNumber}`,
   /** The commit Lilypad last pushed to a branch, and the one it is about to push (JSON, push-records.ts). */
   pushed: (prefix: string, repoId: number, branch: string) => `${prefix}:pushed:${repoId}:${branch}`,
+  /** The commit Lilypad's own last push made a branch's head, and when (JSON, push-records.ts; `/lilypad ci`). */
+  headPushed: (prefix: string, repoId: number, branch: string) => `${prefix}:head-pushed:${repoId}:${branch}`,
   /** Lilypad's record of one of its pull requests (JSON): the issue, branch, pinned text, revisions (pull-records.ts). */
   pullRecord: (prefix: string, repoId: number, pullNumber: number) => `${prefix}:pr:${repoId}:${pullNumber}`,
 

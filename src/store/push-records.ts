@@ -31,3 +31,21 @@ export async function writePushRecord(redis: Redis, prefix: string, repoId: numb
 export async function forgetPush(redis: Redis, prefix: string, repoId: number, branch: string): Promise<void> {
   await redis.del(keys.pushed(prefix, repoId, branch));
 }
+
+/**
+ * The commit Lilypad's own last push made the branch's head, and when (Lilypad's clock, taken
+ * right after the push: never earlier than the moment the branch moved). `/lilypad ci` releases a
+ * tip only if this says it was the head before the command was written; a commit's own dates are
+ * whatever its pusher wrote. Kept apart from the record above, which a follow-up forgets.
+ */
+const headPushSchema = z.object({ sha: z.string(), at: z.string() });
+export type HeadPush = z.infer<typeof headPushSchema>;
+
+export async function recordHeadPush(redis: Redis, prefix: string, repoId: number, branch: string, sha: string, at: Date = new Date()): Promise<void> {
+  await redis.set(keys.headPushed(prefix, repoId, branch), JSON.stringify({ sha, at: at.toISOString() }), 'EX', TTL_S);
+}
+
+/** Lilypad's last push to the branch, or null when it has none on record (or an unreadable one). */
+export async function readHeadPush(redis: Redis, prefix: string, repoId: number, branch: string): Promise<HeadPush | null> {
+  return parseStored(headPushSchema, await redis.get(keys.headPushed(prefix, repoId, branch))) ?? null;
+}

@@ -100,7 +100,7 @@ describe('Lilypad fixes the CI it breaks', () => {
     for (const login of ['alice', 'rita', 'jenkins']) gh.createUser(login);
     gh.createRepo(OWNER, 'cicmd', { files: { ...CALC_REPO, '.github/lilypad.yml': CONFIG } });
     gh.createRepo(OWNER, 'ciauto', { files: { ...CALC_REPO, '.github/lilypad.yml': `${CONFIG}ci: run\nci_fix: auto\nci_fix_attempts: 1\n` } });
-    gh.createRepo(OWNER, 'cistatus', { files: { ...CALC_REPO, '.github/lilypad.yml': `${CONFIG}ci: run\nci_fix: auto\n` } });
+    gh.createRepo(OWNER, 'cistatus', { files: { ...CALC_REPO, '.github/lilypad.yml': `${CONFIG}ci: run\nci_fix: auto\nci_status_contexts: [ci/jenkins]\n` } });
     for (const repo of ['cicmd', 'ciauto', 'cistatus']) {
       gh.addCollaborator(OWNER, repo, 'alice', 'maintain');
       gh.addCollaborator(OWNER, repo, 'rita', 'read');

@@ -276,6 +276,39 @@ describe('check runs of other apps, re-runs and runs in progress', () => {
   });
 });
 
+describe('suites on the same commit from elsewhere', () => {
+  test('a fork’s pull request: no head_branch and no pull requests; another branch: its own name and not the pull request', async () => {
+    const sha = gh.createBranch('acme', 'calc', 'lilypad/issue-9', { 'NOTES.md': 'nine\n' }, { author: 'lilypad[bot]' });
+    const nine = gh.createPullRequest('acme', 'calc', { head: 'lilypad/issue-9', title: 'Nine', author: 'lilypad[bot]' }).number;
+    gh.createRepo('mallory', 'calc', { files: { 'README.md': '# fork\n' } });
+    const own = await gh.addCheckRun('acme', 'calc', { ref: sha, name: 'test', conclusion: 'success', workflow: 'Nine' });
+    const fork = await gh.addCheckRun('acme', 'calc', { ref: sha, name: 'test', conclusion: 'failure', workflow: 'Nine', fromFork: 'mallory/calc', log: ['forked'], sender: 'mallory', deliverTo: hookUrl });
+    const other = await gh.addCheckRun('acme', 'calc', { ref: sha, name: 'test', conclusion: 'failure', workflow: 'Nine', headBranch: 'copy-of-nine' });
+    assert.deepEqual(own.checkSuite.pull_requests.map((p) => p.number), [nine]);
+    assert.equal(own.checkSuite.head_branch, 'lilypad/issue-9');
+    assert.equal(fork.checkSuite.head_branch, null);
+    assert.deepEqual(fork.checkSuite.pull_requests, []);
+    assert.deepEqual(fork.checkRun.pull_requests, []);
+    assert.equal(other.checkSuite.head_branch, 'copy-of-nine');
+    assert.deepEqual(other.checkSuite.pull_requests, []);
+    assert.equal(new Set([own.checkSuite.id, fork.checkSuite.id, other.checkSuite.id]).size, 3, 'three suites');
+
+    const suites = await app.request('GET /repos/{owner}/{repo}/commits/{ref}/check-suites', { owner: 'acme', repo: 'calc', ref: sha });
+    assert.deepEqual(suites.data.check_suites.map((st) => `${st.head_branch ?? '(null)'}: ${st.pull_requests?.length ?? 0}`).sort(), ['(null): 0', 'copy-of-nine: 0', 'lilypad/issue-9: 1']);
+    const runs = await app.request('GET /repos/{owner}/{repo}/commits/{ref}/check-runs', { owner: 'acme', repo: 'calc', ref: sha, filter: 'all' });
+    assert.equal(runs.data.total_count, 3, 'the commit’s check runs list every suite’s');
+    // The webhooks say the same: check_run's check_suite and the check_suite event.
+    const delivered = fork.deliveries.length;
+    assert.equal(delivered, 3);
+    const bodies = received.slice(-3).map((r) => JSON.parse(r.body) as { check_run?: { check_suite: { head_branch: unknown; pull_requests: unknown[] } }; check_suite?: { head_branch: unknown; pull_requests: unknown[] } });
+    for (const b of bodies) {
+      const suite = b.check_run?.check_suite ?? b.check_suite;
+      assert.equal(suite?.head_branch, null);
+      assert.deepEqual(suite?.pull_requests, []);
+    }
+  });
+});
+
 describe('commit statuses', () => {
   test('the combined status takes the newest of each context; the list has every status with its creator', async () => {
     const sha = gh.createBranch('acme', 'calc', 'statuses', { 'z.txt': '1\n' });

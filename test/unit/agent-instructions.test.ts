@@ -35,6 +35,17 @@ describe('settings', () => {
     assert.deepEqual(instructionsSetting(r.config.instructions), { mode: 'discover' });
     assert.equal(r.config.ci_fix, 'command');
     assert.equal(r.config.ci_fix_attempts, 2);
+    assert.deepEqual(r.config.ci_status_contexts, [], 'no commit status counts as CI unless named');
+  });
+
+  test('ci_status_contexts: a list of contexts; a single string is refused saying what to write', () => {
+    const named = parseRepoConfig({ ci_status_contexts: ['ci/jenkins', 'buildkite/main'] }, 'x');
+    assert.ok(named.ok);
+    assert.deepEqual(named.config.ci_status_contexts, ['ci/jenkins', 'buildkite/main']);
+    const bare = parseRepoConfig({ ci_status_contexts: 'ci/jenkins' }, '.github/lilypad.yml');
+    assert.equal(bare.ok, false);
+    if (bare.ok) return;
+    assert.deepEqual(bare.problems, ['`ci_status_contexts`: must be a list of commit status contexts, such as [ci/jenkins]']);
   });
 
   test('instructions: none, or a path inside the repository', () => {

@@ -124,6 +124,39 @@ describe('job log tail', () => {
     assert.ok(!text.includes('ignore previous instructions'));
     assert.equal(tail.hiddenRemoved, 3);
   });
+
+  // Redaction sees whole lines of the whole downloaded text; the window and the per-line cut come after.
+  const KEY_BODY = Array.from({ length: 25 }, (_, i) => `MIIEpAIBAAKCAQEA${String(i).padStart(2, '0')}${'q7Zx'.repeat(11)}w3Rt`);
+  const PEM_KEY = ['-----BEGIN RSA PRIVATE KEY-----', ...KEY_BODY, '-----END RSA PRIVATE KEY-----'];
+  const leaked = (text: string): string[] => KEY_BODY.filter((l) => text.includes(l.slice(0, 24)));
+
+  test('a token crossing the per-line cut (column 400) is redacted whole, no piece of it kept', () => {
+    const line = `${'x'.repeat(392)} ${TOKEN} tail`;
+    const tail = tailOfLog(actionsLog([line, 'FAILED']), { partial: false, scanner });
+    const text = tail.lines.join('\n');
+    assert.ok(!text.includes(TOKEN.slice(0, 6)), `a piece of the token was kept:\n${text.slice(380, 460)}`);
+    assert.equal(tail.redactions, 1);
+  });
+
+  test('a private key whose BEGIN line is outside the kept window is redacted', () => {
+    const tail = tailOfLog(actionsLog(['cat deploy_key', ...PEM_KEY, 'FAILED']), { partial: false, scanner, limits: { lines: 10 } });
+    const text = tail.lines.join('\n');
+    assert.deepEqual(leaked(text), []);
+    assert.ok(!text.includes('-----END RSA PRIVATE KEY-----'));
+  });
+
+  test('a stray `<!--` early in the log hides the rest of its line, not the tail', () => {
+    const tail = tailOfLog(actionsLog(['<p>snapshot <!-- unclosed', ...Array.from({ length: 50 }, (_, i) => `line ${i}`), 'FAILED']), { partial: false, scanner });
+    assert.equal(tail.lines.at(-2), 'FAILED');
+    assert.ok(tail.lines.includes('line 49'));
+  });
+
+  test('a download that starts inside a key: the base64 block before the END line is a key without its BEGIN', () => {
+    const raw = `${KEY_BODY.slice(3).join('\n')}\n-----END OPENSSH PRIVATE KEY-----\nFAILED\n`;
+    const tail = tailOfLog(`cut line\n${raw}`, { partial: true, scanner });
+    assert.deepEqual(leaked(tail.lines.join('\n')), []);
+    assert.equal(tail.lines.at(-1), 'FAILED');
+  });
 });
 
 test('a log download address: https, or http only against an http API (a test stand-in); nothing else', () => {

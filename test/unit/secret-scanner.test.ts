@@ -17,6 +17,7 @@ test('every kind of secret is redacted and named, in short and long texts alike'
     [PAT, PAT],
     [SK, SK],
     [KEY, 'MIIEow'],
+    ['MIIEowIBAAKCAQEAq7Zx\nAbC+/w3Rt9Lk==\n-----END RSA PRIVATE KEY-----', 'AbC+/w3Rt9Lk'],
     [HELD, HELD],
     ['https://user:hunter2pass@example.invalid/repo.git', 'hunter2pass'],
     ['HTTPS://User:Pa55word@host.invalid', 'Pa55word'],

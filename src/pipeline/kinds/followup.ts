@@ -66,9 +66,10 @@ function followupPlug(ctx: JobContext<FollowupRunJob>, requests: FollowupRequest
   const { job, deps } = ctx;
   return {
     async prepare() {
-      const { target, loaded, installation } = await validateFollowup(ctx);
+      const { target, loaded, installation, config: repoConfig } = await validateFollowup(ctx);
       // Read before the sandbox: a CI fix with nothing failing on the head stops here.
-      const ciWork = await ctx.step('ci', () => readCiWork(ctx, installation, target.headSha, requests));
+      const ciHead = { sha: target.headSha, branch: target.headRef, statusContexts: repoConfig.ci_status_contexts };
+      const ciWork = await ctx.step('ci', () => readCiWork(ctx, installation, ciHead, requests));
       await ctx.progress.phase({ kind: 'preparing', text: 'reading the review and preparing the sandbox' });
       const ws = await prepareWorkspace(ctx, target.headRef);
       const head = ws.checkout.baseCommit;

@@ -6,7 +6,7 @@ import { pushBranch, type PreparedChange } from '../../workspace/publish.ts';
 import { assertStillOwned, type JobContext } from '../job-context.ts';
 import { pushWithoutOverwriting } from '../publish-change.ts';
 import { readPublished, recordPublished, type Published } from '../../store/published.ts';
-import { forgetPush } from '../../store/push-records.ts';
+import { forgetPush, recordHeadPush } from '../../store/push-records.ts';
 import { keys } from '../../store/keys.ts';
 
 /**
@@ -105,4 +105,6 @@ export async function pushOnTop(ctx: JobContext, change: PreparedChange, branch:
   const result = await ctx.step('push', async () => pushBranch(change.dir, cloneUrl, branch, await ctx.tokens.gitAuthHeader(), { expected: expectedHead }, ctx.signal));
   if (result !== 'pushed') throw new HeadMovedError(`someone pushed to \`${branch}\` while Lilypad worked on it`);
   await forgetPush(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, branch);
+  // When the commit became the head, for `/lilypad ci` (github/ci-release.ts).
+  if (change.headSha) await recordHeadPush(deps.redis, deps.env.LILYPAD_QUEUE_PREFIX, job.repoId, branch, change.headSha);
 }

@@ -86,7 +86,12 @@ export function ciHelpers(state: StandinState, payloads: PayloadFactory, deliver
       const appSlug = input.app ?? ACTIONS_APP_SLUG;
       const actions = appSlug === ACTIONS_APP_SLUG;
       if (!actions && (input.log !== undefined || input.workflow !== undefined)) throw new Error('only GitHub Actions check runs (app github-actions) have a workflow and a job log');
-      const suite = ci.suiteFor(r, ci.app(appSlug), sha, actions ? (input.workflow ?? 'CI') : null);
+      if (input.fromFork !== undefined) {
+        const [forkOwner = '', forkName = ''] = input.fromFork.split('/');
+        if (!state.findRepo(forkOwner, forkName)) throw new Error(`no repository ${input.fromFork} in the stand-in to be the fork (create it first)`);
+      }
+      const origin = { ...(input.headBranch !== undefined ? { branch: input.headBranch } : {}), ...(input.fromFork !== undefined ? { fork: input.fromFork } : {}) };
+      const suite = ci.suiteFor(r, ci.app(appSlug), sha, actions ? (input.workflow ?? 'CI') : null, origin);
       const status = input.status ?? 'completed';
       const run = ci.addRun(suite, {
         name: input.name,

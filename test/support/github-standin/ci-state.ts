@@ -51,7 +51,10 @@ export interface CheckSuiteRec {
   repo: RepoRec;
   app: CheckAppRec;
   headSha: string;
+  /** GitHub's `head_branch`: null for a suite of a fork's branch (the Checks API sees pushes in its own repository only). */
   headBranch: string | null;
+  /** The fork (`owner/name`) whose pull request ran this suite on the same commit; null: the repository's own branch. */
+  fork: string | null;
   createdAt: string;
   updatedAt: string;
   runs: CheckRunRec[];
@@ -115,10 +118,17 @@ export class CiStore {
     return rec;
   }
 
-  /** The suite of `app` on `sha`; for GitHub Actions, the suite of workflow `workflow`'s run on `sha`. */
-  suiteFor(repo: RepoRec, app: CheckAppRec, sha: string, workflow: string | null): CheckSuiteRec {
+  /**
+   * The suite of `app` on `sha`; for GitHub Actions, the suite of workflow `workflow`'s run on `sha`.
+   * `origin`: the branch it ran on (default: the branch whose tip is `sha`, an open pull request's
+   * first), or the fork whose pull request ran it (then, as on GitHub, no head_branch).
+   */
+  suiteFor(repo: RepoRec, app: CheckAppRec, sha: string, workflow: string | null, origin: { branch?: string; fork?: string } = {}): CheckSuiteRec {
+    const fork = origin.fork ?? null;
+    const headBranch = fork !== null ? null : (origin.branch ?? branchAt(repo, sha));
     for (const suite of this.suites.values()) {
-      if (suite.repo === repo && suite.app === app && suite.headSha === sha && (suite.workflowRun?.name ?? null) === workflow) return suite;
+      if (suite.repo !== repo || suite.app !== app || suite.headSha !== sha || (suite.workflowRun?.name ?? null) !== workflow) continue;
+      if (suite.fork === fork && suite.headBranch === headBranch) return suite;
     }
     const now = isoNow();
     const suite: CheckSuiteRec = {
@@ -126,7 +136,8 @@ export class CiStore {
       repo,
       app,
       headSha: sha,
-      headBranch: branchAt(repo, sha),
+      headBranch,
+      fork,
       createdAt: now,
       updatedAt: now,
       runs: [],
@@ -243,19 +254,25 @@ export function checkAppJson(s: StandinState, app: CheckAppRec): CheckApp {
   };
 }
 
-/** GitHub's `pull-request-minimal`: the open pull requests whose head is the suite's branch at its commit. */
-export function pullRequestsFor(s: StandinState, repo: RepoRec, sha: string): PullRequestMinimal[] {
+/**
+ * GitHub's `pull-request-minimal`: the open pull requests of the suite's repository whose head is
+ * the suite's branch (their head may have moved on since). A fork's suite has none: the Checks
+ * API does not see branches in other repositories.
+ */
+export function pullRequestsFor(s: StandinState, suite: CheckSuiteRec): PullRequestMinimal[] {
+  const repo = suite.repo;
+  if (suite.fork !== null || suite.headBranch === null) return [];
   const api = `${s.apiUrl}/repos/${repoPath(repo)}`;
   const repoRef = { id: repo.id, url: api, name: repo.name };
   const out: PullRequestMinimal[] = [];
   for (const issue of repo.issues.values()) {
     const pull = issue.pull;
-    if (!pull || issue.state !== 'open' || gitRepo.branchSha(repo.gitDir, pull.headRef) !== sha) continue;
+    if (!pull || issue.state !== 'open' || pull.headRef !== suite.headBranch) continue;
     out.push({
       url: `${api}/pulls/${issue.number}`,
       id: pull.id,
       number: issue.number,
-      head: { ref: pull.headRef, sha, repo: repoRef },
+      head: { ref: pull.headRef, sha: gitRepo.branchSha(repo.gitDir, pull.headRef) ?? suite.headSha, repo: repoRef },
       base: { ref: pull.baseRef, sha: gitRepo.branchSha(repo.gitDir, pull.baseRef) ?? '', repo: repoRef },
     });
   }
@@ -293,7 +310,7 @@ export function checkSuiteJson(s: StandinState, suite: CheckSuiteRec): CheckSuit
     url: `${api}/check-suites/${suite.id}`,
     before: info?.parents[0] ?? null,
     after: suite.headSha,
-    pull_requests: pullRequestsFor(s, repo, suite.headSha),
+    pull_requests: pullRequestsFor(s, suite),
     app: checkAppJson(s, suite.app),
     repository: minimalRepo(s, repo),
     created_at: suite.createdAt,
@@ -354,7 +371,7 @@ export function checkRunJson(s: StandinState, run: CheckRunRec, webhook = false)
     name: run.name,
     check_suite: suite,
     app: checkAppJson(s, run.suite.app),
-    pull_requests: pullRequestsFor(s, repo, run.suite.headSha),
+    pull_requests: pullRequestsFor(s, run.suite),
   };
 }
 

@@ -729,6 +729,17 @@ export interface CheckRunInput {
   workflow?: string;
   /** GitHub Actions: the failing step's exit code. Default 1. */
   exitCode?: number;
+  /**
+   * The branch of this repository the suite ran on (its `head_branch`; pull requests are matched
+   * by it). Default: the branch whose tip is the commit, an open pull request's first.
+   */
+  headBranch?: string;
+  /**
+   * The suite ran for a pull request from this fork (`owner/name`, a repository of the stand-in)
+   * whose head is the same commit: the suite lives in this repository, and, as on GitHub, has a
+   * null head_branch and no pull requests.
+   */
+  fromFork?: string;
   detailsUrl?: string;
   /** The webhooks' `sender`. Default the repository's owner. */
   sender?: string;
