@@ -5,7 +5,7 @@ import { Probot, createNodeMiddleware } from 'probot';
 import { envFilePath } from '../config/dotenv.ts';
 import { loadEnv, type Env } from '../config/env.ts';
 import { GitHubApp, githubEndpoints } from '../github/app-auth.ts';
-import { answerRegisteredSetupPages, createRegistration, registrationBaseUrl, SETUP_PATH, unreachableAddressAdvice, WEBHOOK_PATH } from '../github/registration.ts';
+import { answerRegisteredSetupPages, createRegistration, unreachableAddressAdvice, WEBHOOK_PATH } from '../github/registration.ts';
 import { createLimitedServer, type GuardedRequest } from '../github/webhook-limits.ts';
 import { createDeliveryGuard } from '../github/webhook-payloads.ts';
 import { lilypadApp } from '../github/webhooks.ts';
@@ -147,8 +147,8 @@ async function register(env: Env, web: WebServer, logger: Logger, stopRequested:
   const { file } = envFilePath();
   const registration = createRegistration({ env, envFile: file, logger });
   web.setHandler(registration.handle);
-  const base = registrationBaseUrl(env);
-  logger.info(`no GitHub App credentials: open ${base}${SETUP_PATH} to register Lilypad as a GitHub App (from app.yml); the credentials are written to ${file}`);
+  // The link carries the one-time setup token: only whoever reads this log can register the app.
+  logger.info(`no GitHub App credentials: open ${registration.setupLink} to register Lilypad as a GitHub App (from app.yml; the link is new on every start and only it opens the setup page); the credentials are written to ${file}`);
   const unreachable = unreachableAddressAdvice(env);
   if (unreachable) logger.warn(unreachable);
   const app = await Promise.race([registration.registered, stopRequested.then(() => null)]);
