@@ -108,9 +108,11 @@ function signedWith(secret: string, body: Buffer, header: string | string[] | un
 }
 
 /**
- * Answers a signed webhook delivery that no handler may see (ignored: 200; refused: 400) and
- * returns true; returns false for everything else, which goes on to Probot: unsigned or wrongly
- * signed requests (Probot refuses them), other paths, and deliveries of the right shape.
+ * Answers a webhook delivery that no handler may see and returns true: a wrong signature (401),
+ * a signed delivery Lilypad does not act on (200) or of the wrong shape (400). Returns false for
+ * everything else, which goes on to Probot: other paths, requests without GitHub's headers or
+ * with another content type (Probot refuses them without a log line), and deliveries of the right
+ * shape (Probot checks the signature again and runs the handler).
  */
 export function createDeliveryGuard(opts: { path: string; secret: string; logger: Logger }): (req: GuardedRequest, res: ServerResponse) => boolean {
   const { logger } = opts;
@@ -119,14 +121,22 @@ export function createDeliveryGuard(opts: { path: string; secret: string; logger
     const event = req.headers['x-github-event'];
     const type = String(req.headers['content-type'] ?? '');
     if (typeof event !== 'string' || !/^[a-z_]{1,100}$/.test(event) || !type.startsWith('application/json')) return false;
-    if (!signedWith(opts.secret, req.rawBody, req.headers['x-hub-signature-256'])) return false;
-    const verdict = judgeDelivery(event, req.rawBody.toString('utf8'));
-    if (verdict.kind === 'accept') return false;
+    const signature = req.headers['x-hub-signature-256'];
     const delivery = req.headers['x-github-delivery'];
+    // A missing header: Probot answers 400 naming it.
+    if (typeof signature !== 'string' || typeof delivery !== 'string') return false;
     const answer = (status: number, message: string) => {
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ message }));
     };
+    // Answered here rather than by Probot, which logs every wrong signature as an error with a stack.
+    if (!signedWith(opts.secret, req.rawBody, signature)) {
+      logger.warn({ delivery, event }, 'webhook refused with 401: its signature does not match WEBHOOK_SECRET');
+      answer(401, 'The delivery was refused: its X-Hub-Signature-256 does not match the webhook secret.');
+      return true;
+    }
+    const verdict = judgeDelivery(event, req.rawBody.toString('utf8'));
+    if (verdict.kind === 'accept') return false;
     if (verdict.kind === 'ignore') {
       logger.debug({ delivery, event }, `webhook ignored: ${verdict.reason}`);
       answer(200, `Ignored: ${verdict.reason}.`);

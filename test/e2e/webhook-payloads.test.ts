@@ -207,6 +207,24 @@ describe('signed deliveries of every event, with odd payloads: 2xx or 4xx, never
     }
   });
 
+  test('an unsigned or wrongly signed delivery is refused (400, 401) before any shape check, without a stack in the log', async () => {
+    const body = JSON.stringify({ action: 'labeled', installation: { id: 1 } });
+    for (const [signature, status] of [
+      [undefined, 400],
+      [webhookSignatures('not-the-secret', body).sha256, 401],
+      ['sha256=00', 401],
+    ] as const) {
+      const res = await fetch(app.webhookUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-github-event': 'issues', 'x-github-delivery': randomUUID(), ...(signature ? { 'x-hub-signature-256': signature } : {}) },
+        body,
+      });
+      const text = await res.text();
+      assert.equal(res.status, status, text);
+      assert.doesNotMatch(text, /repository/, 'a stranger learns nothing about the shape check');
+    }
+  });
+
   test('the log holds no stack trace and no error line; an ignored delivery leaves one debug line', async () => {
     await new Promise((r) => setTimeout(r, 300));
     const lines = app.logs().split('\n').filter((l) => l.startsWith('{'));
