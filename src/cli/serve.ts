@@ -148,7 +148,10 @@ async function register(env: Env, web: WebServer, logger: Logger, stopRequested:
   const registration = createRegistration({ env, envFile: file, logger });
   web.setHandler(registration.handle);
   // The link carries the one-time setup token: only whoever reads this log can register the app.
-  logger.info(`no GitHub App credentials: open ${registration.setupLink} to register Lilypad as a GitHub App (from app.yml; the link is new on every start and only it opens the setup page); the credentials are written to ${file}`);
+  const line = `no GitHub App credentials: open ${registration.setupLink} to register Lilypad as a GitHub App (from app.yml; the link is new on every start and only it opens the setup page); the credentials are written to ${file}`;
+  // Without the link nobody can register: it is printed even when LOG_LEVEL hides info lines.
+  if (logger.isLevelEnabled('info')) logger.info(line);
+  else process.stderr.write(`${line}\n`);
   const unreachable = unreachableAddressAdvice(env);
   if (unreachable) logger.warn(unreachable);
   const app = await Promise.race([registration.registered, stopRequested.then(() => null)]);

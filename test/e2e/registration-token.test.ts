@@ -179,3 +179,24 @@ describe('registration needs the setup link Lilypad printed, and GH_ORG is enfor
     assert.doesNotMatch(await later.text(), /<form/);
   });
 });
+
+test('with LOG_LEVEL=warn the setup link is still printed (to stderr): without it nobody could register', async () => {
+  const port = await freePort();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'lilypad-regtoken-quiet-'));
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin/lilypad.js'), 'web'], {
+    cwd: dir,
+    env: { PATH: process.env['PATH'] ?? '', HOME: dir, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', REDIS_URL },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  try {
+    await waitFor(() => setupLinkIn(err) !== undefined, 'the setup link on stderr', 30_000);
+    const res = await fetch(`http://127.0.0.1:${port}/setup${new URL(setupLinkIn(err)!).search}`);
+    assert.equal(res.status, 200);
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+  }
+});
