@@ -22,7 +22,8 @@ const label = z.object({ name: text }).nullish();
 const issue = z.object({ number: id, title: text, body: text.nullish(), pull_request: z.unknown().optional() });
 const comment = z.object({ id, body: text });
 const pullRequest = z.object({ number: id });
-const pullNumbers = z.array(z.object({ number: id }));
+// Whose pull request a CI result names: only those whose head is in this repository are kept.
+const pullNumbers = z.array(z.object({ number: id, head: z.object({ repo: z.object({ id }) }) }));
 // GitHub Enterprise Server 3.5 sends apps without a slug.
 const app = z.object({ slug: text.nullish() }).nullish();
 
@@ -48,12 +49,12 @@ export const DELIVERY_SHAPES = {
       name: text,
       pull_requests: pullNumbers,
       app,
-      check_suite: z.object({ status: text.nullish() }).nullish(),
+      check_suite: z.object({ status: text.nullish(), head_branch: text.nullish() }).nullish(),
     }),
   }),
   'check_suite.completed': z.object({
     ...envelope,
-    check_suite: z.object({ conclusion: text.nullable(), head_sha: text, pull_requests: pullNumbers, app }),
+    check_suite: z.object({ conclusion: text.nullable(), head_sha: text, head_branch: text.nullish(), pull_requests: pullNumbers, app }),
   }),
   status: z.object({ ...envelope, state: text, sha: text, context: text }),
 } as const;
