@@ -24,7 +24,7 @@ case "$role" in
     ;;
   worker)
     if ! has_app_id; then
-      echo "lilypad-compose: waiting for the GitHub App's credentials in ${file:-APP_ID}: register the app on the web service's /setup page" >&2
+      echo "lilypad-compose: waiting for the GitHub App's credentials in ${file:-APP_ID}: register the app with the setup link the web service logs (/setup?token=...)" >&2
       # A stop request while waiting ends the container at once (PID 1 has no default SIGTERM action).
       trap 'exit 0' TERM INT
       while ! has_app_id; do

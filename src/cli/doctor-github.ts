@@ -19,7 +19,7 @@ export async function githubAppChecks(env: Env): Promise<CheckResult[]> {
   const apiUrl = githubEndpoints(env).apiUrl;
   if (!env.APP_ID || !privateKey) {
     const out: CheckResult[] = [
-      { name: NAME, status: 'WARN', detail: 'not registered yet (APP_ID and PRIVATE_KEY are not set); `lilypad run` does not need it', fix: `run \`npm start\` and open ${registrationBaseUrl(env)}${SETUP_PATH}` },
+      { name: NAME, status: 'WARN', detail: 'not registered yet (APP_ID and PRIVATE_KEY are not set); `lilypad run` does not need it', fix: `run \`npm start\` and open ${registrationBaseUrl(env)}${SETUP_PATH}?token=… as its log prints it (the one-time link is new on every start)` },
     ];
     const unreachable = unreachableAddress(env);
     if (unreachable) out.push({ name: 'public address', status: 'WARN', detail: unreachable.problem, fix: unreachable.fix });

@@ -5,8 +5,9 @@ import { Probot, createNodeMiddleware } from 'probot';
 import { envFilePath } from '../config/dotenv.ts';
 import { loadEnv, type Env } from '../config/env.ts';
 import { GitHubApp, githubEndpoints } from '../github/app-auth.ts';
-import { answerRegisteredSetupPages, createRegistration, registrationBaseUrl, SETUP_PATH, unreachableAddressAdvice, WEBHOOK_PATH } from '../github/registration.ts';
+import { answerRegisteredSetupPages, createRegistration, unreachableAddressAdvice, WEBHOOK_PATH } from '../github/registration.ts';
 import { createLimitedServer, type GuardedRequest } from '../github/webhook-limits.ts';
+import { createDeliveryGuard } from '../github/webhook-payloads.ts';
 import { lilypadApp } from '../github/webhooks.ts';
 import { createLogger, type Logger } from '../observability/logger.ts';
 import { EVENTS_QUEUE, type EventJob } from '../store/jobs.ts';
@@ -146,8 +147,11 @@ async function register(env: Env, web: WebServer, logger: Logger, stopRequested:
   const { file } = envFilePath();
   const registration = createRegistration({ env, envFile: file, logger });
   web.setHandler(registration.handle);
-  const base = registrationBaseUrl(env);
-  logger.info(`no GitHub App credentials: open ${base}${SETUP_PATH} to register Lilypad as a GitHub App (from app.yml); the credentials are written to ${file}`);
+  // The link carries the one-time setup token: only whoever reads this log can register the app.
+  const line = `no GitHub App credentials: open ${registration.setupLink} to register Lilypad as a GitHub App (from app.yml; the link is new on every start and only it opens the setup page); the credentials are written to ${file}`;
+  // Without the link nobody can register: it is printed even when LOG_LEVEL hides info lines.
+  if (logger.isLevelEnabled('info')) logger.info(line);
+  else process.stderr.write(`${line}\n`);
   const unreachable = unreachableAddressAdvice(env);
   if (unreachable) logger.warn(unreachable);
   const app = await Promise.race([registration.registered, stopRequested.then(() => null)]);
@@ -227,7 +231,8 @@ async function openWebServer(env: Env, logger: () => Logger): Promise<WebServer>
 
 /**
  * The registered app's requests: Probot's webhook middleware (it verifies X-Hub-Signature-256 on
- * the raw body) and the run pages and /metrics (src/web/).
+ * the raw body) behind the payload guard (src/github/webhook-payloads.ts), and the run pages and
+ * /metrics (src/web/).
  */
 async function appHandler(env: Env, creds: AppCredentials, redisUrl: string, logger: Logger): Promise<{ handle: (req: GuardedRequest, res: ServerResponse) => Promise<void>; close: () => Promise<void> }> {
   const events = new Queue<EventJob>(EVENTS_QUEUE, {
@@ -238,9 +243,12 @@ async function appHandler(env: Env, creds: AppCredentials, redisUrl: string, log
   const probot = new Probot({ appId: creds.appId, privateKey: creds.privateKey, secret: creds.secret, baseUrl: githubEndpoints(env).apiUrl, log: logger });
   const webhooks = await createNodeMiddleware(lilypadApp(events), { probot, webhooksPath: WEBHOOK_PATH });
   const extras = mountWebExtras(env, redisUrl, logger);
+  // Deliveries no handler may see (not acted on, or not the shape a handler reads) stop here.
+  const guard = createDeliveryGuard({ path: WEBHOOK_PATH, secret: creds.secret, logger });
   return {
     async handle(req, res) {
       if (answerRegisteredSetupPages(req, res, creds.appId)) return;
+      if (guard(req, res)) return;
       if (await extras.handle(req, res)) return;
       await webhooks(req, res, () => {
         if (!res.headersSent) res.writeHead(404).end();

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { parse as parseYaml } from 'yaml';
@@ -17,6 +17,12 @@ import type { GuardedRequest } from './webhook-limits.ts';
  * the code (`POST /app-manifests/{code}/conversions`) for the app's id, private key, webhook
  * secret and OAuth client. Those are written to `.env` and handed to the caller, which goes on as
  * the registered app without a restart.
+ *
+ * Until then these pages are served at the public address, so only the operator may use them:
+ * the page and its callback need a one-time setup token that Lilypad prints to its own log at
+ * start (as the link `<public url>/setup?token=...`); opening the link sets an HttpOnly cookie
+ * scoped to /setup that the callback must bring back. With GH_ORG set, an app GitHub created for
+ * any other owner is refused. A refusal writes nothing, logs a line and tells the browser why.
  */
 export const WEBHOOK_PATH = '/api/github/webhooks';
 export const SETUP_PATH = '/setup';
@@ -27,6 +33,8 @@ const APP_YML = new URL('../../app.yml', import.meta.url);
 export interface RegisteredApp {
   appId: number;
   slug: string;
+  /** The account GitHub created the app for (an organisation or a user), when it says. */
+  owner: string | null;
   privateKey: string;
   webhookSecret: string;
   clientId: string;
@@ -45,6 +53,7 @@ const appYmlSchema = z.object({
 
 const conversionSchema = z.object({
   id: z.number().int().positive(),
+  owner: z.object({ login: z.string().min(1) }).nullish(),
   slug: z.string().min(1),
   pem: z.string().includes('PRIVATE KEY'),
   webhook_secret: z.string().min(1),
@@ -158,6 +167,8 @@ export interface RegistrationServer {
   handle(req: GuardedRequest, res: ServerResponse): Promise<void>;
   /** Settles once GitHub's conversion succeeded and `.env` holds the credentials. */
   registered: Promise<RegisteredApp>;
+  /** The one-time link to print at start: `<public url>/setup?token=...`. */
+  setupLink: string;
 }
 
 export interface RegistrationOptions {
@@ -167,12 +178,34 @@ export interface RegistrationOptions {
   logger: Logger;
   /** For tests: the HTTP client used for the conversion. */
   fetch?: typeof fetch;
+  /** For tests: the setup token (by default 32 random bytes, new on every start). */
+  setupToken?: string;
+}
+
+const SETUP_COOKIE = 'lilypad_setup';
+
+/** The value of the setup cookie in a Cookie header, or null. */
+function setupCookie(header: string | undefined): string | null {
+  for (const part of (header ?? '').split(';')) {
+    const [name, ...value] = part.trim().split('=');
+    if (name === SETUP_COOKIE) return value.join('=');
+  }
+  return null;
+}
+
+/** Constant-time comparison of a presented token with the real one. */
+function sameToken(given: string | null, token: string): boolean {
+  if (!given) return false;
+  const a = Buffer.from(given);
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 /** The pages and callback of the manifest flow, plus a clear refusal of webhooks until it is done. */
 export function createRegistration(opts: RegistrationOptions): RegistrationServer {
   const { env, logger } = opts;
   const state = randomBytes(16).toString('hex');
+  const token = opts.setupToken ?? randomBytes(32).toString('hex');
   const doFetch = opts.fetch ?? fetch;
   let done: RegisteredApp | null = null;
   let converting = false;
@@ -180,6 +213,8 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
   const registered = new Promise<RegisteredApp>((r) => (resolve = r));
   const base = registrationBaseUrl(env);
   const unreachable = unreachableAddress(env);
+  const setupLink = `${base}${SETUP_PATH}?token=${token}`;
+  const secureCookie = new URL(base).protocol === 'https:' ? '; Secure' : '';
 
   async function convert(code: string): Promise<RegisteredApp> {
     const url = `${githubEndpoints(env).apiUrl}/app-manifests/${encodeURIComponent(code)}/conversions`;
@@ -189,7 +224,39 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
     const parsed = conversionSchema.safeParse(JSON.parse(text));
     if (!parsed.success) throw new Error(`GitHub's manifest conversion answer is missing fields: ${parsed.error.issues.map((i) => i.path.join('.')).join(', ')}`);
     const d = parsed.data;
-    return { appId: d.id, slug: d.slug, privateKey: d.pem, webhookSecret: d.webhook_secret, clientId: d.client_id, clientSecret: d.client_secret, htmlUrl: d.html_url };
+    return { appId: d.id, slug: d.slug, owner: d.owner?.login ?? null, privateKey: d.pem, webhookSecret: d.webhook_secret, clientId: d.client_id, clientSecret: d.client_secret, htmlUrl: d.html_url };
+  }
+
+  /** The app GitHub created is not the organisation's (GH_ORG): nothing is saved. */
+  function refuseOwner(res: ServerResponse, app: RegisteredApp, org: string): void {
+    const owner = app.owner ?? 'an owner GitHub did not name';
+    logger.warn({ appId: app.appId, slug: app.slug, owner: app.owner, org }, `registration refused: GitHub created the app for ${owner}, not for GH_ORG ${org}; nothing was saved. Delete it at ${app.htmlUrl} and register again from the setup link`);
+    page(
+      res,
+      403,
+      'Registration refused',
+      `<p>GitHub created the app <code>${escapeHtml(app.slug)}</code> owned by ${escapeHtml(owner)}, but this Lilypad registers only an app owned by ${escapeHtml(org)} (<code>GH_ORG</code>); nothing was saved. Delete that app in <a href="${escapeHtml(app.htmlUrl)}">its settings</a>, then register again from the setup link Lilypad printed to its log.</p>`,
+    );
+  }
+
+  /** Refuses a request that does not carry the setup token; the refusal is logged. */
+  function refuseWithoutToken(req: GuardedRequest, res: ServerResponse, callback: boolean): void {
+    if (callback) {
+      logger.warn({ path: CALLBACK_PATH }, 'registration callback refused: the browser has no valid setup cookie (it did not open the setup link Lilypad printed at start); nothing was saved');
+      return page(
+        res,
+        403,
+        'Registration refused',
+        `<p>This browser did not open the setup link Lilypad printed to its log, so the registration was refused and nothing was saved: open that link (<code>${escapeHtml(base)}${SETUP_PATH}?token=…</code>, printed when Lilypad started) in this browser and register again.</p>`,
+      );
+    }
+    logger.warn({ path: SETUP_PATH, withToken: new URL(req.url ?? '/', 'http://lilypad.invalid').searchParams.has('token') }, 'setup page refused: no valid setup token; the setup link is in the log line "no GitHub App credentials: open ..." printed at start');
+    page(
+      res,
+      403,
+      'Setup link needed',
+      `<p>Registering this Lilypad needs the one-time setup link Lilypad printed to its terminal (its log) when it started: open <code>${escapeHtml(base)}${SETUP_PATH}?token=…</code> from there.</p>`,
+    );
   }
 
   async function onCallback(req: GuardedRequest, res: ServerResponse, query: URLSearchParams): Promise<void> {
@@ -203,6 +270,7 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
     converting = true;
     try {
       const app = await convert(code);
+      if (env.GH_ORG && app.owner?.toLowerCase() !== env.GH_ORG.toLowerCase()) return refuseOwner(res, app, env.GH_ORG);
       updateDotEnv(opts.envFile, {
         APP_ID: String(app.appId),
         PRIVATE_KEY: app.privateKey,
@@ -228,6 +296,20 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
     }
   }
 
+  /**
+   * /setup: with the token in the link, the page, and a cookie that carries the token to the
+   * callback (HttpOnly, SameSite=Lax: GitHub's redirect back is a top-level GET); with that cookie
+   * (a reload), the page again; otherwise 403.
+   */
+  function onSetup(req: GuardedRequest, res: ServerResponse, query: URLSearchParams): void {
+    if (sameToken(query.get('token'), token)) {
+      res.setHeader('set-cookie', `${SETUP_COOKIE}=${token}; HttpOnly; SameSite=Lax; Path=${SETUP_PATH}${secureCookie}`);
+      return setupPage(res);
+    }
+    if (!query.has('token') && sameToken(setupCookie(req.headers.cookie), token)) return setupPage(res);
+    refuseWithoutToken(req, res, false);
+  }
+
   function setupPage(res: ServerResponse): void {
     const built = buildManifest(env);
     const manifest = JSON.stringify(built);
@@ -238,18 +320,23 @@ export function createRegistration(opts: RegistrationOptions): RegistrationServe
     const warning = unreachable
       ? `<p class="warn"><b>GitHub cannot reach ${escapeHtml(base)}.</b> GitHub will send webhooks to <code>${escapeHtml(base)}${WEBHOOK_PATH}</code>, a loopback address. ${escapeHtml(unreachable.fix)}; or register now and change the webhook URL in the app's settings later.</p>`
       : '';
+    // The page's address holds the token: no Referer to GitHub (the form posts there).
+    res.setHeader('referrer-policy', 'no-referrer');
+    const only = `<p>Only a browser that opened the one-time setup link Lilypad printed to its log at start can finish this registration${env.GH_ORG ? `, and only for an app owned by ${escapeHtml(env.GH_ORG)}` : ''}.</p>`;
     page(
       res,
       200,
       'Register Lilypad as a GitHub App',
       `<p>This creates a GitHub App named from <code>app.yml</code> with the permissions Lilypad needs (${permissions}; never <code>workflows</code>). Webhooks go to <code>${escapeHtml(base)}${WEBHOOK_PATH}</code>; sign-in to the run pages returns to <code>${escapeHtml(base)}/auth/callback</code>.</p>
 ${warning}
+${only}
 <form action="${escapeHtml(createAppUrl(env, state))}" method="post"><input type="hidden" name="manifest" value="${escapeHtml(manifest)}"><button type="submit">Register on ${escapeHtml(webOrigin(env))}${env.GH_ORG ? ` for ${escapeHtml(env.GH_ORG)}` : ''}</button></form>`,
     );
   }
 
   return {
     registered,
+    setupLink,
     async handle(req, res) {
       const url = new URL(req.url ?? '/', 'http://lilypad.invalid');
       if (url.pathname === WEBHOOK_PATH) {
@@ -272,8 +359,11 @@ ${warning}
         res.writeHead(302, { location: SETUP_PATH }).end();
         return;
       }
-      if (url.pathname === SETUP_PATH) return setupPage(res);
-      if (url.pathname === CALLBACK_PATH) return onCallback(req, res, url.searchParams);
+      if (url.pathname === SETUP_PATH) return onSetup(req, res, url.searchParams);
+      if (url.pathname === CALLBACK_PATH) {
+        if (!done && !sameToken(setupCookie(req.headers.cookie), token)) return refuseWithoutToken(req, res, true);
+        return onCallback(req, res, url.searchParams);
+      }
       if (url.pathname === INSTALLED_PATH) {
         return page(res, 200, 'Lilypad is installed', INSTALLED_BODY);
       }

@@ -25,7 +25,7 @@ import { parseDotEnv } from '../../src/config/dotenv.ts';
 import { freePort, waitFor } from '../support/app-harness.ts';
 import type { GitHubStandin } from '../support/github-standin/index.ts';
 import type { ModelServer } from '../support/model-server.ts';
-import { OWNER, registerThroughBrowser, startNewOrg } from '../support/new-org.ts';
+import { OWNER, registerThroughBrowser, setupLinkIn, startNewOrg } from '../support/new-org.ts';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
@@ -165,7 +165,9 @@ describe('docker/compose.yml', () => {
       );
       await waitFor(async () => /waiting for the GitHub App's credentials/.test(await logs('worker')), 'the worker waiting for registration', 60_000);
 
-      const { manifest } = await registerThroughBrowser(gh, base());
+      const link = setupLinkIn(await logs('web'));
+      assert.ok(link?.startsWith(`${base()}/setup?token=`), 'the web service logs the setup link');
+      const { manifest } = await registerThroughBrowser(gh, link!);
       assert.equal(manifest.hook_attributes.url, `${base()}/api/github/webhooks`);
 
       // The credentials are in the settings file on the config volume, private to the container's user.

@@ -16,7 +16,7 @@ import { parseDotEnv } from '../../src/config/dotenv.ts';
 import { freePort, waitFor } from '../support/app-harness.ts';
 import type { GitHubStandin } from '../support/github-standin/index.ts';
 import type { ModelServer } from '../support/model-server.ts';
-import { OWNER, registerThroughBrowser, startNewOrg } from '../support/new-org.ts';
+import { OWNER, registerThroughBrowser, setupLinkIn, startNewOrg } from '../support/new-org.ts';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
@@ -73,6 +73,8 @@ describe('the first hour: register, install, label, get a pull request (no REDIS
   test('registration, then a labelled issue becomes a draft pull request without a restart; then a restart from .env', async () => {
     await start();
     await waitFor(() => /no GitHub App credentials: open .*\/setup/.test(output), 'the registration message', 30_000);
+    const link = setupLinkIn(output);
+    assert.ok(link?.startsWith(`${base()}/setup?token=`), `the log prints the setup link:\n${output}`);
     assert.doesNotMatch(output, /ECONNREFUSED|SmeeClient/);
 
     // Before registration a signed delivery is refused loudly, never taken with 200 and dropped.
@@ -81,7 +83,7 @@ describe('the first hour: register, install, label, get a pull request (no REDIS
     await waitFor(() => /webhook refused with 503: Lilypad has no GitHub App credentials/.test(output), 'the refusal log line', 5000);
 
     // The setup page posts the manifest to GitHub's app-creation page; GitHub sends the browser back.
-    const { page, manifest, donePage } = await registerThroughBrowser(gh, base());
+    const { page, manifest, donePage } = await registerThroughBrowser(gh, link!);
     assert.match(page, /GitHub cannot reach/); // localhost: the page says so and what to do
     assert.deepEqual(manifest['hook_attributes'], { url: `${base()}/api/github/webhooks`, active: true });
     assert.deepEqual(manifest['callback_urls'], [`${base()}/auth/callback`]);

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { freePort, waitFor } from '../support/app-harness.ts';
+import { setupLinkIn } from '../support/new-org.ts';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
@@ -26,8 +27,15 @@ test('without app credentials, lilypad start serves the registration page built 
     const old = await fetch(`http://127.0.0.1:${port}/probot`, { redirect: 'manual' });
     assert.equal(old.status, 302);
     assert.equal(old.headers.get('location'), '/setup');
-    const res = await fetch(`http://127.0.0.1:${port}/setup`);
+    // The log prints the setup link under the public URL; opened here, where Lilypad listens.
+    const link = setupLinkIn(out);
+    assert.match(link ?? '', /^https:\/\/lilypad\.example\.com\/setup\?token=[0-9a-f]{64}$/);
+    const bare = await fetch(`http://127.0.0.1:${port}/setup`);
+    assert.equal(bare.status, 403);
+    const res = await fetch(`http://127.0.0.1:${port}/setup${new URL(link!).search}`);
     assert.equal(res.status, 200);
+    // An https public URL: the setup cookie is only ever sent back over https.
+    assert.match(res.headers.get('set-cookie') ?? '', /; Secure/);
     const html = await res.text();
     assert.match(html, /<form action="https:\/\/github\.com\/organizations\/acme\/settings\/apps\/new\?state=[0-9a-f]+" method="post">/);
     assert.match(html, /&quot;hook_attributes&quot;:\{&quot;url&quot;:&quot;https:\/\/lilypad\.example\.com\/api\/github\/webhooks&quot;/);

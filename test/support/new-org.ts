@@ -1,8 +1,8 @@
 /**
  * A new organisation for the first-hour tests: the GitHub stand-in with `acme/calc` (add()
  * subtracts) and its maintainer @alice, a scripted model that fixes it, and the browser's part
- * of GitHub's manifest flow (read Lilypad's /setup page, post the manifest to the stand-in, follow
- * the redirect back to Lilypad's callback).
+ * of GitHub's manifest flow (open the setup link Lilypad printed, post the manifest to the stand-in,
+ * follow the redirect back to Lilypad's callback with the page's cookie).
  */
 import assert from 'node:assert/strict';
 import { CALC_REPO } from './fixture-repo.ts';
@@ -33,7 +33,7 @@ export async function startNewOrg(): Promise<{ gh: GitHubStandin; model: ModelSe
   return { gh, model };
 }
 
-function unescapeHtml(s: string): string {
+export function unescapeHtml(s: string): string {
   return s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
 }
 
@@ -45,9 +45,24 @@ export interface Registered {
   donePage: string;
 }
 
-/** What a person does in the browser: open `<base>/setup`, press Register, confirm on GitHub. */
-export async function registerThroughBrowser(gh: GitHubStandin, base: string): Promise<Registered> {
-  const page = await (await fetch(`${base}/setup`)).text();
+/**
+ * The setup link Lilypad prints to its log when it starts without credentials
+ * (`<public url>/setup?token=...`), or undefined while it has not printed it yet.
+ */
+export function setupLinkIn(output: string): string | undefined {
+  return /(https?:\/\/[^\s"\\]+\/setup\?token=[0-9a-f]{64})/.exec(output)?.[1];
+}
+
+/**
+ * What a person does in the browser: open the setup link Lilypad printed (the page sets a cookie),
+ * press Register, confirm on GitHub, come back to the callback with that cookie.
+ */
+export async function registerThroughBrowser(gh: GitHubStandin, link: string): Promise<Registered> {
+  const base = new URL(link).origin;
+  const opened = await fetch(link);
+  const page = await opened.text();
+  assert.equal(opened.status, 200, page);
+  const cookie = (opened.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
   const action = unescapeHtml(/<form action="([^"]+)"/.exec(page)?.[1] ?? '');
   const manifestJson = unescapeHtml(/name="manifest" value="([^"]+)"/.exec(page)?.[1] ?? '');
   assert.match(action, new RegExp(`^${gh.origin}/settings/apps/new\\?state=[0-9a-f]+$`));
@@ -56,7 +71,7 @@ export async function registerThroughBrowser(gh: GitHubStandin, base: string): P
   assert.equal(created.status, 302);
   const callback = created.headers.get('location')!;
   assert.ok(callback.startsWith(`${base}/setup/callback?code=`), callback);
-  const done = await fetch(callback);
+  const done = await fetch(callback, { headers: { cookie } });
   const donePage = await done.text();
   assert.equal(done.status, 200, donePage);
   return { page, manifest, donePage };

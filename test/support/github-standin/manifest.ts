@@ -96,8 +96,11 @@ export function createManifestFlow(state: StandinState, secrets: Secrets) {
       }
       hit.entry.converted = true;
       const app = state.app();
+      // GitHub makes the organisation whose settings page received the manifest the app's owner.
+      const owner = hit.entry.org ? state.user(state.ensureUser(hit.entry.org, 'Organization')) : app.owner;
       json(res, 201, {
         ...app,
+        owner,
         name: typeof hit.entry.manifest['name'] === 'string' ? hit.entry.manifest['name'] : app.name,
         client_secret: secrets.clientSecret,
         webhook_secret: secrets.webhookSecret,
