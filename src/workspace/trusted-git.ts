@@ -26,6 +26,9 @@ export interface TrustedGit {
  */
 export async function withTrustedGit<T>(sandbox: Sandbox, from: string, fn: (git: TrustedGit) => Promise<T>): Promise<T> {
   const workdir = sandbox.options.workdir;
+  // Only an object id: a name (HEAD, a branch) would be resolved in Lilypad's empty git folder, and
+  // resolving it in the agent's .git would trust refs the agent wrote.
+  if (!/^[0-9a-f]{40}(?:[0-9a-f]{24})?$/.test(from)) throw new SandboxError(`the patch is read from a commit id, and ${JSON.stringify(from.slice(0, 80))} is not one (a full 40- or 64-digit hex id)`);
   const made = await sandbox.exec(['mktemp', '-d', '/tmp/lilypad-git.XXXXXX'], { cwd: '/', timeoutSeconds: 60 });
   const dir = made.stdout.toString().trim();
   if (made.exitCode !== 0 || !dir) throw new SandboxError(`could not make a folder in the sandbox's /tmp to read the patch: ${made.stderr.toString().trim()}`);

@@ -3,6 +3,7 @@
  * repository's tests) tries to forge what the host reads, hang or flood the host, escape the
  * clean-up, or outgrow its limits. Each row is one attack against the real Docker engine.
  */
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { after, before } from 'node:test';
@@ -98,7 +99,8 @@ faultTest(
       const result = await runSandboxSession({
         docker,
         checkoutDir: repo,
-        baseCommit: 'HEAD',
+        // A commit id, as every caller gives: Lilypad reads the patch with a git of its own, where names such as HEAD mean nothing.
+        baseCommit: execFileSync('git', ['rev-parse', 'HEAD'], { cwd: repo, encoding: 'utf8' }).trim(),
         sandbox: { image: TEST_IMAGE, workdir: '/testbed', memoryMb: 512, cpus: 1, pids: 256 },
         runId: uniq('forger'),
         workerId: os.hostname(),
