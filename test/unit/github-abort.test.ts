@@ -50,6 +50,8 @@ describe('GitHub calls under an aborted signal', () => {
     const { err, ms } = await call(controller.signal);
     assert.equal(err?.name, 'AbortError');
     assert.ok(ms < 1000, `${ms} ms`);
+    // A fixed window on purpose: the point is that no retry reaches the server within it; there is
+    // no event to poll for.
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal(hits, 1, 'no retry reached the server');
   });
