@@ -23,6 +23,7 @@ import { createNodeMiddleware, createProbot, ProbotOctokit } from 'probot';
 import type { Probot } from 'probot';
 import { signAppJwt, startGitHubStandin, webhookExample } from '../support/github-standin/index.ts';
 import type { GitHubStandin, IssueEvent } from '../support/github-standin/index.ts';
+import { waitFor } from '../support/poll.ts';
 
 const SECRET = 'standin-webhook-secret';
 const APP_ID = 4242;
@@ -210,7 +211,9 @@ describe('installation tokens', () => {
       const { token } = await auth({ type: 'installation', installationId });
       const client = new Octokit({ baseUrl: short.apiUrl, auth: token });
       assert.equal((await client.rest.repos.get({ owner: 'acme', repo: 'widgets' })).status, 200);
-      await new Promise((r) => setTimeout(r, 1100));
+      // The token lapses on its own (1 s); poll until it does rather than sleep past it.
+      const status = () => client.rest.repos.get({ owner: 'acme', repo: 'widgets' }).then((r) => r.status, (e: RequestError) => e.status);
+      await waitFor(async () => (await status()) === 401, { what: 'the installation token to expire', timeoutMs: 5000, intervalMs: 100 });
       const err = await rejects(client.rest.repos.get({ owner: 'acme', repo: 'widgets' }), 401);
       assert.equal(errorBody(err).message, 'Bad credentials');
     } finally {

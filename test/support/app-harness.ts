@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startGitHubStandin, type GitHubStandin, type WebhookResult } from './github-standin/index.ts';
 import { startModelServer, type ChatRequestBody, type ModelServer, type ScriptedReply } from './model-server.ts';
+import { waitFor as poll } from './poll.ts';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
@@ -151,11 +152,7 @@ export async function startApp(opts: StartAppOptions): Promise<AppHarness> {
   };
 }
 
-export async function waitFor(pred: () => boolean | Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    if (await pred()) return;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+/** The harness's short form of support/poll.ts's waitFor: polls every 100 ms, 60 s by default. */
+export function waitFor(pred: () => boolean | Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
+  return poll(pred, { what, timeoutMs, intervalMs: 100 });
 }

@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import type { GitHubStandin, RecordedApiRequest } from './github-standin/index.ts';
 import type { ChatRequestBody, ScriptedReply } from './model-server.ts';
+import { eventually as poll } from './poll.ts';
 
 export const FOLLOWUP_MARKER = '<!-- lilypad:followup -->';
 export const BOT = 'lilypad[bot]';
@@ -172,15 +173,6 @@ export function forbiddenCalls(gh: GitHubStandin): RecordedApiRequest[] {
  * Runs `check` (which asserts) until it passes or `timeoutMs` is over, then throws its last error:
  * for what Lilypad finishes around the final status edit (thread replies, the PR body).
  */
-export async function eventually(check: () => void | Promise<void>, timeoutMs = 15_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      await check();
-      return;
-    } catch (err) {
-      if (Date.now() > until) throw err;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+export function eventually(check: () => void | Promise<void>, timeoutMs = 15_000): Promise<void> {
+  return poll(check, { what: 'the check to pass', timeoutMs, intervalMs: 100 });
 }

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RepoToken } from '../../src/github/app-auth.ts';
+import { waitFor } from '../support/poll.ts';
 
 // A cancelled or stopping job aborts its GitHub calls with a reason of Lilypad's own. Without
 // src/github/abort-without-retry.ts, @octokit/plugin-retry took that for an HTTP 500 and retried
@@ -46,10 +47,16 @@ describe('GitHub calls under an aborted signal', () => {
   test('aborted while the request is in flight: fails at once, one request, not retried', async () => {
     hits = 0;
     const controller = new AbortController();
-    setTimeout(() => controller.abort(new Error('cancelled by @alice')), 100);
-    const { err, ms } = await call(controller.signal);
+    // Aborted once the server holds the request (it answers after 500 ms), not after a guessed
+    // 100 ms: on a loaded machine the request may not have arrived by then.
+    const pending = call(controller.signal);
+    await waitFor(() => hits === 1, { what: 'the request to reach the server', timeoutMs: 5000, intervalMs: 5 });
+    controller.abort(new Error('cancelled by @alice'));
+    const { err, ms } = await pending;
     assert.equal(err?.name, 'AbortError');
     assert.ok(ms < 1000, `${ms} ms`);
+    // A fixed window on purpose: the point is that no retry reaches the server within it; there is
+    // no event to poll for.
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal(hits, 1, 'no retry reached the server');
   });

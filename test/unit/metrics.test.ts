@@ -1,20 +1,8 @@
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { LEAF_TOOLS } from '../../src/agent/tools.ts';
 import { TOOL_NAMES } from '../../src/shared/tool-names.ts';
-import { jobFinished, modelRequest, modelRetried, readQueueSummary, renderMetrics, startMetricsServer, toolCall, watchQueue } from '../../src/observability/metrics.ts';
-
-const prefix = `lilypad-unit-metrics-${process.pid}-${Date.now().toString(36)}`;
-const connection = new Redis(process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
-const queue = new Queue('runs', { connection, prefix });
-
-after(async () => {
-  await queue.obliterate({ force: true });
-  await queue.close();
-  connection.disconnect();
-});
+import { jobFinished, modelRequest, modelRetried, renderMetrics, startMetricsServer, toolCall } from '../../src/observability/metrics.ts';
 
 test('recorded values show up in the Prometheus text, with bounded label values', async () => {
   jobFinished('run', 'pull_request', 42);
@@ -33,20 +21,6 @@ test('recorded values show up in the Prometheus text, with bounded label values'
 
 test("the tool names metrics accept as labels are the Leaf tools' names, in order", () => {
   assert.deepEqual([...TOOL_NAMES], LEAF_TOOLS.map((t) => t.function.name));
-});
-
-test('queue gauges come from BullMQ at scrape time, oldest waiting job included', async () => {
-  await queue.add('run', {}, { jobId: 'a', timestamp: Date.now() - 120_000 });
-  await queue.add('run', {}, { jobId: 'b', delay: 60_000 });
-  const s = await readQueueSummary(queue);
-  assert.equal(s.waiting, 1);
-  assert.equal(s.delayed, 1);
-  assert.ok(s.oldestWaitingSeconds !== null && s.oldestWaitingSeconds >= 119, `oldest ${s.oldestWaitingSeconds}`);
-  watchQueue(queue);
-  const { body } = await renderMetrics();
-  assert.match(body, /^lilypad_queue_jobs\{state="waiting"\} 1$/m);
-  assert.match(body, /^lilypad_queue_jobs\{state="delayed"\} 1$/m);
-  assert.match(body, /^lilypad_queue_oldest_waiting_seconds 1[12]\d(\.\d+)?$/m);
 });
 
 test('a worker\'s metrics port answers only with the bearer token, and is off without one', async () => {

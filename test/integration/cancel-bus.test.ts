@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 
-import { CancelBus, parseCancelRequest, type CancelRequest } from '../../src/store/cancel-bus.ts';
+import { CancelBus, type CancelRequest } from '../../src/store/cancel-bus.ts';
 import { waitFor } from '../support/app-harness.ts';
 
 // Real Redis on the loopback; every test has a prefix of its own, and its keys are removed after.
@@ -42,28 +42,6 @@ function recordingLogger(): { warn: (obj: Record<string, unknown>, msg: string) 
 function bus(prefix: string, logger = recordingLogger()): { bus: CancelBus; warnings: Warning[] } {
   return { bus: new CancelBus(redis, prefix, logger as never), warnings: logger.warnings };
 }
-
-describe('parseCancelRequest', () => {
-  test('reads a request with and without `by`', () => {
-    assert.deepEqual(parseCancelRequest('{"jobId":"o/r#1","by":"alice","why":"label removed"}'), {
-      ok: true,
-      request: { jobId: 'o/r#1', by: 'alice', why: 'label removed' },
-    });
-    assert.deepEqual(parseCancelRequest('{"jobId":"o/r#1","why":"closed"}'), { ok: true, request: { jobId: 'o/r#1', why: 'closed' } });
-  });
-
-  test('refuses text that is not JSON, or JSON of another shape, with the reason', () => {
-    for (const raw of ['not json', '', 'null', '[]', '42', '{"jobId":"x"}', '{"jobId":"","why":"w"}', '{"jobId":7,"why":"w"}', '{"jobId":"x","why":"w","by":3}']) {
-      const parsed = parseCancelRequest(raw);
-      assert.equal(parsed.ok, false, raw);
-      assert.ok(!parsed.ok && parsed.reason.length > 0, raw);
-    }
-    const notJson = parseCancelRequest('{oops');
-    assert.ok(!notJson.ok && notJson.reason.startsWith('not JSON'));
-    const noWhy = parseCancelRequest('{"jobId":"x"}');
-    assert.ok(!noWhy.ok && noWhy.reason.includes('why'), JSON.stringify(noWhy));
-  });
-});
 
 describe('CancelBus against Redis', () => {
   test('a request is stored for a worker that looks later, and cleared', async () => {
