@@ -1,7 +1,7 @@
 import type Docker from 'dockerode';
 import type { Env } from '../config/env.ts';
-import type { SetupNetwork, SetupNetworkProvider } from '../pipeline/sandbox-session.ts';
-import { EgressProxy, parseEgressPolicy, parsePrivateAllow, readEgressHostsFile } from '../sandbox/egress.ts';
+import type { SetupNetworkProvider } from '../pipeline/sandbox-session.ts';
+import { EgressProxy, parseEgressPolicy, parsePrivateAllow, readEgressHostsFile, type SetupNetwork } from '../sandbox/egress.ts';
 
 /**
  * The egress proxy for the setup commands of `lilypad run` and `lilypad eval`: the same proxy and

@@ -8,7 +8,7 @@ import { addressedSignatures, readCiFixRecord, recordCiDecision, uncountAutoFix,
 import type { CiEventJob, IssueEventJob } from '../store/jobs.ts';
 import { readPrRecord } from '../store/pull-records.ts';
 import { ciCapBody, ciHintBody, decideCiFix, type CiFixDecision } from './ci-fix-policy.ts';
-import { requestFollowup, requestFollowupIfIdle, type FollowupDeps, type FollowupTarget } from './followups.ts';
+import { requestFollowup, requestFollowupIfIdle, type FollowupDeps, type FollowupPullRef } from './followups.ts';
 import type { TriggerDeps } from './triggers.ts';
 
 /**
@@ -77,7 +77,7 @@ interface PullFacts {
   client: InstallationClient;
   ref: IssueRef;
   pull: CiFixPull;
-  target: FollowupTarget;
+  target: FollowupPullRef;
   config: RepoConfig;
   failing: FailingCheck[];
   /** The last commit Lilypad pushed to the pull request, and the pull request's page (for Lilypad's commit identity on its host). */
@@ -107,7 +107,7 @@ async function forPull(evt: CiEventJob, deps: TriggerDeps, client: InstallationC
   const ref: IssueRef = { owner: evt.owner, repo: evt.repo, issueNumber: pullNumber };
   const failing = await readFailing(client, evt, slug, deps, ref, { number: pullNumber, branch: pr.head.ref }, loaded.config.ci_status_contexts);
   if (typeof failing === 'string') return failing;
-  const target: FollowupTarget = { installationId: evt.installationId, repoId: evt.repoId, owner: evt.owner, repo: evt.repo, pullNumber, issueNumber: record.issueNumber };
+  const target: FollowupPullRef = { installationId: evt.installationId, repoId: evt.repoId, owner: evt.owner, repo: evt.repo, pullNumber, issueNumber: record.issueNumber };
   const facts: PullFacts = { evt, deps, client, ref, pull, target, config: loaded.config, failing, lastSha: record.lastSha, htmlUrl: pr.html_url };
   return withCiFixLock(deps.redis, prefix, pull, () => decideAndAct(facts));
 }
@@ -215,7 +215,7 @@ function followupDeps(deps: TriggerDeps): FollowupDeps {
  * head, whatever the automatic cap says; it waits its turn behind a running follow-up (or is folded
  * into the next one) like any request. Only `ci_fix: off` refuses it.
  */
-export async function ciFixCommand(evt: IssueEventJob, deps: TriggerDeps, client: GitHubClient, target: FollowupTarget, instructions: string, config: RepoConfig): Promise<string> {
+export async function ciFixCommand(evt: IssueEventJob, deps: TriggerDeps, client: GitHubClient, target: FollowupPullRef, instructions: string, config: RepoConfig): Promise<string> {
   const ref: IssueRef = { owner: evt.owner, repo: evt.repo, issueNumber: target.pullNumber };
   if (config.ci_fix === 'off') {
     await comment(client, ref, `@${evt.sender.login} CI fixes are turned off in this repository (\`ci_fix: off\` in \`.github/lilypad.yml\`); set \`ci_fix: command\` to use \`/lilypad fix-ci\`.`);

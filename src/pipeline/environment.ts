@@ -8,7 +8,8 @@ import { commitSetupState, type SetupState } from '../workspace/patch.ts';
 import { moveToHead } from '../workspace/setup-base.ts';
 import { snapshotBase, type FreshBase } from './fresh-base.ts';
 import { checkoutInKept, guard, started, StaleEnvironmentError, type LiveSandbox } from './live-sandbox.ts';
-import type { SandboxSessionInput, SetupNetwork } from './sandbox-session.ts';
+import type { SetupNetwork } from '../sandbox/egress.ts';
+import type { SandboxSessionInput } from './sandbox-session.ts';
 import { runTestCommand } from './test-command.ts';
 
 export type { LiveSandbox } from './live-sandbox.ts';

@@ -1,4 +1,3 @@
-import { UnrecoverableError } from 'bullmq';
 import { ModelError } from '../agent/model-client.ts';
 import { statusOf } from '../github/client.ts';
 import { GlobError } from '../config/globs.ts';
@@ -106,10 +105,4 @@ export function classifyFailure(err: unknown): FailureVerdict {
 /** Whose a failure is to fix: the repository's (configuration, setup commands, what the change holds) or Lilypad's. */
 export function faultOf(err: unknown): 'user' | 'infrastructure' {
   return err instanceof UserError || err instanceof SetupError || err instanceof GlobError ? 'user' : 'infrastructure';
-}
-
-/** What BullMQ should do with the job: retry (throw as is) or stop (UnrecoverableError). */
-export function toQueueError(err: unknown, verdict: FailureVerdict): Error {
-  if (verdict.kind === 'transient') return err instanceof Error ? err : new Error(String(err));
-  return new UnrecoverableError(verdict.what);
 }

@@ -26,7 +26,8 @@ import { isLive, type RunQueue } from '../store/run-queue.ts';
  * run in parallel). A run takes every waiting request when it starts; when it ends, the next run is
  * queued if requests arrived meanwhile. What is kept in Redis, and how: store/followup-requests.ts.
  */
-export interface FollowupTarget {
+/** Which pull request (and installation) follow-up requests are for: enough to reach it on GitHub and in Redis. */
+export interface FollowupPullRef {
   installationId: number;
   repoId: number;
   owner: string;
@@ -44,11 +45,11 @@ export interface FollowupDeps {
   cancelBus: CancelBus;
 }
 
-const prRef = (t: FollowupTarget): IssueRef => ({ owner: t.owner, repo: t.repo, issueNumber: t.pullNumber });
-const lock = <T>(deps: FollowupDeps, t: FollowupTarget, fn: () => Promise<T>) => withFollowupLock(deps.redis, deps.prefix, t, fn);
+const prRef = (t: FollowupPullRef): IssueRef => ({ owner: t.owner, repo: t.repo, issueNumber: t.pullNumber });
+const lock = <T>(deps: FollowupDeps, t: FollowupPullRef, fn: () => Promise<T>) => withFollowupLock(deps.redis, deps.prefix, t, fn);
 
 /** Records a request; queues a run unless one is waiting or running (which then takes it). */
-export async function requestFollowup(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, req: FollowupRequest): Promise<string> {
+export async function requestFollowup(deps: FollowupDeps, client: GitHubClient, target: FollowupPullRef, req: FollowupRequest): Promise<string> {
   return lock(deps, target, () => appendAndQueue(deps, client, target, req));
 }
 
@@ -57,7 +58,7 @@ export async function requestFollowup(deps: FollowupDeps, client: GitHubClient, 
  * pull request, decided under the same lock as every request, so nothing slips in between. Null:
  * one does, and nothing was recorded.
  */
-export async function requestFollowupIfIdle(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, req: FollowupRequest): Promise<string | null> {
+export async function requestFollowupIfIdle(deps: FollowupDeps, client: GitHubClient, target: FollowupPullRef, req: FollowupRequest): Promise<string | null> {
   return lock(deps, target, async () => {
     const current = await currentFollowup(deps.redis, deps.prefix, target);
     if (current && isLive(await deps.runs.state(current))) return null;
@@ -66,7 +67,7 @@ export async function requestFollowupIfIdle(deps: FollowupDeps, client: GitHubCl
   });
 }
 
-async function appendAndQueue(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, req: FollowupRequest): Promise<string> {
+async function appendAndQueue(deps: FollowupDeps, client: GitHubClient, target: FollowupPullRef, req: FollowupRequest): Promise<string> {
   await appendRequest(deps.redis, deps.prefix, target, req);
   const current = await currentFollowup(deps.redis, deps.prefix, target);
   const state = current ? await deps.runs.state(current) : undefined;
@@ -81,7 +82,7 @@ async function appendAndQueue(deps: FollowupDeps, client: GitHubClient, target: 
 const DEFAULT_MAX_FOLLOWUPS = 10;
 
 /** After a follow-up run ends (however): the next one, if requests arrived meanwhile. */
-export async function followupEnded(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, jobId: string): Promise<string | null> {
+export async function followupEnded(deps: FollowupDeps, client: GitHubClient, target: FollowupPullRef, jobId: string): Promise<string | null> {
   return lock(deps, target, async () => {
     await forgetTakenRequests(deps.redis, deps.prefix, jobId);
     if ((await currentFollowup(deps.redis, deps.prefix, target)) !== jobId) return null;
@@ -97,7 +98,7 @@ export async function followupEnded(deps: FollowupDeps, client: GitHubClient, ta
 }
 
 /** `/lilypad cancel`, a closed pull request, or the label removed: drop waiting requests, stop the run. */
-export async function cancelFollowups(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, by: string | undefined, why: string): Promise<string> {
+export async function cancelFollowups(deps: FollowupDeps, client: GitHubClient, target: FollowupPullRef, by: string | undefined, why: string): Promise<string> {
   return lock(deps, target, async () => {
     const dropped = await dropPendingRequests(deps.redis, deps.prefix, target);
     const current = await currentFollowup(deps.redis, deps.prefix, target);
@@ -121,7 +122,7 @@ export async function cancelFollowups(deps: FollowupDeps, client: GitHubClient, 
  * its last full run, says so once (an allowed review bot that requests changes on every push
  * would otherwise loop for ever) and returns null.
  */
-async function queueNext(deps: FollowupDeps, client: GitHubClient, target: FollowupTarget, first: FollowupRequest): Promise<string | null> {
+async function queueNext(deps: FollowupDeps, client: GitHubClient, target: FollowupPullRef, first: FollowupRequest): Promise<string | null> {
   const max = first.maxFollowups ?? DEFAULT_MAX_FOLLOWUPS;
   const done = await followupRunCount(deps.redis, deps.prefix, target);
   if (done >= max) {

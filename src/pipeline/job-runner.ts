@@ -11,7 +11,7 @@ import { reportedNumber, type FollowupRunJob, type IssueRunJob, type RunJob } fr
 import type { RunQueue } from '../store/run-queue.ts';
 import { runLinkFor } from '../config/public-urls.ts';
 import { classifyFailure, faultOf } from './failures.ts';
-import { followupEnded, type FollowupTarget } from './followups.ts';
+import { followupEnded, type FollowupPullRef } from './followups.ts';
 import { createJobContext, type JobContext, type JobDeps, type RunJobOutcome } from './job-context.ts';
 import { runFollowup } from './kinds/followup.ts';
 import { issuePlug } from './kinds/issue.ts';
@@ -198,7 +198,7 @@ function toQueueError(outcome: RunOutcome, err: unknown): Error {
 async function afterFollowup(run: QueuedRun, deps: RunnerDeps): Promise<void> {
   const data = run.data;
   if (data.kind !== 'followup') return;
-  const target: FollowupTarget = { installationId: data.installationId, repoId: data.repoId, owner: data.owner, repo: data.repo, pullNumber: data.pullNumber, issueNumber: data.issueNumber };
+  const target: FollowupPullRef = { installationId: data.installationId, repoId: data.repoId, owner: data.owner, repo: data.repo, pullNumber: data.pullNumber, issueNumber: data.issueNumber };
   const client = await deps.github.installation(data.installationId);
   await followupEnded({ redis: deps.redis, prefix: deps.env.LILYPAD_QUEUE_PREFIX, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus }, client, target, run.id).catch((err: unknown) =>
     deps.logger.error({ err: (err as Error).message, job: run.id }, 'could not queue the next follow-up'),

@@ -6,6 +6,7 @@ import type { Ecosystem } from '../inference/index.ts';
 import { CancelledError, reasonText } from '../shared/cancel.ts';
 import type { EnvCache } from '../sandbox/env-cache/index.ts';
 import type { Sandbox, SandboxOptions } from '../sandbox/sandbox.ts';
+import type { SetupNetwork } from '../sandbox/egress.ts';
 import { compareRuns, type RunComparison, type TestRunner } from '../test-results/index.ts';
 import type { TestOutcome } from '../test-results/test-outcome.ts';
 import { extractPatch, type ExtractedPatch, type SetupState } from '../workspace/patch.ts';
@@ -19,14 +20,7 @@ import { checkAgentSandbox, disagreementNote } from './verdict-check.ts';
 
 export { SetupError } from './environment.ts';
 
-/** The network setup commands run on: a per-run internal network whose only way out is a proxy. */
-export interface SetupNetwork {
-  name: string;
-  /** Proxy settings for the setup commands (HTTP_PROXY and the tools that ignore it). */
-  env: Record<string, string>;
-  dispose(): Promise<void>;
-}
-
+/** Opens a run's setup network (src/sandbox/egress.ts: an internal network whose only way out is the proxy). */
 export interface SetupNetworkProvider {
   open(runId: string, labels: Record<string, string>): Promise<SetupNetwork>;
 }

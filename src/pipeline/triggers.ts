@@ -15,7 +15,7 @@ import { isCiEvent, pinText, runJobId, type EventJob, type IssueEventJob, type P
 import { withRedisLock } from '../store/redis-lock.ts';
 import { isLive, type JobState, type RunQueue } from '../store/run-queue.ts';
 import { ciFixCommand, handleCiEvent } from './ci-triggers.ts';
-import { cancelFollowups, requestFollowup, type FollowupDeps, type FollowupTarget } from './followups.ts';
+import { cancelFollowups, requestFollowup, type FollowupDeps, type FollowupPullRef } from './followups.ts';
 import { readPrRecord } from '../store/pull-records.ts';
 import { keys } from '../store/keys.ts';
 import { readWithheld } from '../store/withheld-changes.ts';
@@ -291,7 +291,7 @@ export function parseCommand(
 async function handlePullRequestEvent(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubClient, ref: IssueRef): Promise<string> {
   const prefix = deps.env.LILYPAD_QUEUE_PREFIX;
   const record = await readPrRecord(deps.redis, prefix, evt.repoId, evt.issueNumber);
-  const target: FollowupTarget | null = record
+  const target: FollowupPullRef | null = record
     ? { installationId: evt.installationId, repoId: evt.repoId, owner: evt.owner, repo: evt.repo, pullNumber: evt.issueNumber, issueNumber: record.issueNumber }
     : null;
   const fdeps: FollowupDeps = { redis: deps.redis, prefix, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus };

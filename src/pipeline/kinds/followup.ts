@@ -10,7 +10,7 @@ import type { RunOutcome } from '../outcome.ts';
 import { commitMessage } from '../phases/change.ts';
 import { HeadMovedError, pushOnTop } from '../phases/publish.ts';
 import { replyInThreads, rewriteRevisions } from '../phases/report.ts';
-import { validateFollowup, type FollowupTarget } from '../phases/validate.ts';
+import { validateFollowup, type ValidatedPull } from '../phases/validate.ts';
 import { prepareWorkspace, type Workspace } from '../phases/workspace.ts';
 import { addRevision } from '../../store/pull-records.ts';
 import { buildReviewTask, type ReviewTask } from '../review-task.ts';
@@ -22,7 +22,7 @@ import { revisionOf } from './issue.ts';
 interface FollowupPrepared extends PreparedRun {
   ws: Workspace;
   effective: EffectiveConfig;
-  target: FollowupTarget;
+  target: ValidatedPull;
   /** The review feedback shown (its threads are replied to after the push); null for a run that only fixes CI. */
   review: ReviewTask | null;
   /** The failing CI checks shown, and the task that showed them; null when the run fixes no CI. */
@@ -117,7 +117,7 @@ function followupPlug(ctx: JobContext<FollowupRunJob>, requests: FollowupRequest
  * the failing checks after it (one run, one commit: a fix that passes review but not CI, or the
  * reverse, would only start another round).
  */
-async function followupTask(ctx: JobContext<FollowupRunJob>, target: FollowupTarget, allowBots: string[], requests: FollowupRequest[], ci: CiWork | null): Promise<FollowupTask> {
+async function followupTask(ctx: JobContext<FollowupRunJob>, target: ValidatedPull, allowBots: string[], requests: FollowupRequest[], ci: CiWork | null): Promise<FollowupTask> {
   const reviews = requests.filter((r) => !r.ci);
   if (ci && reviews.length === 0) {
     const fixers = requests.filter((r) => !r.ci?.auto);
@@ -130,7 +130,7 @@ async function followupTask(ctx: JobContext<FollowupRunJob>, target: FollowupTar
   return { title: task.title, body: task.body, warnings: [...review.warnings, ...task.warnings, ...ci.warnings], review, ci: { work: ci, task } };
 }
 
-async function reviewTask(ctx: JobContext<FollowupRunJob>, target: FollowupTarget, allowBots: string[], requests: FollowupRequest[]): Promise<ReviewTask> {
+async function reviewTask(ctx: JobContext<FollowupRunJob>, target: ValidatedPull, allowBots: string[], requests: FollowupRequest[]): Promise<ReviewTask> {
   const { job, deps } = ctx;
   const client = await ctx.tokens.rest();
   const feedback = await ctx.step('feedback', async () =>

@@ -60,14 +60,15 @@ async function currentText(ctx: JobContext): Promise<[string, string | null | un
   return [issue.title, issue.body];
 }
 
-export interface FollowupTarget {
+/** The pull request a follow-up revises, as validation found it: Lilypad's record, its head and its base. */
+export interface ValidatedPull {
   record: PrRecord;
   headRef: string;
   headSha: string;
   baseRef: string;
 }
 
-export async function validateFollowup(ctx: JobContext<FollowupRunJob>): Promise<{ target: FollowupTarget; config: RepoConfig; loaded: LoadedConfig; installation: InstallationClient }> {
+export async function validateFollowup(ctx: JobContext<FollowupRunJob>): Promise<{ target: ValidatedPull; config: RepoConfig; loaded: LoadedConfig; installation: InstallationClient }> {
   const { job, deps } = ctx;
   const installation = await deps.github.installation(job.installationId);
   const target = await ctx.step('validate', async () => {
