@@ -166,6 +166,7 @@ export async function runCommand(argv: string[]): Promise<number> {
 function summary(r: LocalRunResult): string {
   const lines = [
     `exit reason: ${r.exit_reason}${r.error ? ` (${r.error})` : ''}`,
+    ...(r.todo ? [`what to do: ${r.todo}`] : []),
     `model: ${r.model ?? '-'}  steps: ${r.steps}  tokens: ${r.tokens ? `${r.tokens.prompt_tokens} prompt / ${r.tokens.completion_tokens} completion` : '-'}  time: ${((r.durations_ms['total'] ?? 0) / 1000).toFixed(1)}s`,
     `patch: ${r.patch.empty ? 'empty' : `${r.patch.files.length} file(s), ${r.patch.bytes} bytes: ${r.patch.files.join(', ')}`}`,
   ];

@@ -6,6 +6,7 @@ import { SandboxDeadlineError } from '../sandbox/deadline.ts';
 import { SandboxBoundaryError, SandboxError, SandboxImageError, SandboxLimitError } from '../sandbox/errors.ts';
 import { CancelledError } from '../shared/cancel.ts';
 import { GitError } from '../workspace/git.ts';
+import type { RunOutcome } from './outcome.ts';
 import { SetupError } from './sandbox-session.ts';
 
 /** A problem the repository's maintainers must fix (configuration, setup): never retried. */
@@ -32,9 +33,10 @@ export function classifyFailure(err: unknown): FailureVerdict {
   if (err instanceof UserError) return { kind: 'final', what: err.message, todo: err.todo };
   if (err instanceof SetupError) {
     const tail = err.outcome.outputTail.split('\n').slice(-15).join('\n').trim();
+    const output = tail ? `. Its output ended with:\n\n\`\`\`text\n${tail.replace(/```/g, "'''")}\n\`\`\`` : ' (it printed nothing).';
     return {
       kind: 'final',
-      what: `${err.message}.${tail ? `\n\n\`\`\`text\n${tail.replace(/```/g, "'''")}\n\`\`\`` : ''}`,
+      what: `${err.message}, so the run stopped before the tests and the agent${output}`,
       todo: 'fix the `setup` commands in `.github/lilypad.yml` (they run in the sandbox image with network, before the agent), then run Lilypad again.',
     };
   }
@@ -105,4 +107,9 @@ export function classifyFailure(err: unknown): FailureVerdict {
 /** Whose a failure is to fix: the repository's (configuration, setup commands, what the change holds) or Lilypad's. */
 export function faultOf(err: unknown): 'user' | 'infrastructure' {
   return err instanceof UserError || err instanceof SetupError || err instanceof GlobError ? 'user' : 'infrastructure';
+}
+
+/** A run that failed, in the judge's words: the same for a queued job and for `lilypad run` and eval. */
+export function failedOutcome(err: unknown, verdict: FailureVerdict, retry: boolean): Extract<RunOutcome, { result: 'failed' }> {
+  return { result: 'failed', what: verdict.what, todo: verdict.todo, error: (err as Error).message ?? String(err), retry, fault: faultOf(err) };
 }

@@ -10,7 +10,7 @@ import { markFinishing } from '../store/finishing-marks.ts';
 import { reportedNumber, type FollowupRunJob, type IssueRunJob, type RunJob } from '../store/jobs.ts';
 import type { RunQueue } from '../store/run-queue.ts';
 import { runLinkFor } from '../config/public-urls.ts';
-import { classifyFailure, faultOf } from './failures.ts';
+import { classifyFailure, failedOutcome } from './failures.ts';
 import { followupEnded, type FollowupPullRef } from './followups.ts';
 import { createJobContext, type JobContext, type JobDeps, type RunJobOutcome } from './job-context.ts';
 import { runFollowup } from './kinds/followup.ts';
@@ -184,7 +184,7 @@ async function failureOutcome(run: QueuedRun, err: unknown, log: Logger, deps: R
   const verdict = classifyFailure(err);
   log.error({ err: (err as Error).message, verdict: verdict.kind }, 'job failed');
   const retry = verdict.kind === 'transient' && run.attempt < run.attempts;
-  return { result: 'failed', what: verdict.what, todo: verdict.todo, error: (err as Error).message, retry, fault: faultOf(err) };
+  return failedOutcome(err, verdict, retry);
 }
 
 function toQueueError(outcome: RunOutcome, err: unknown): Error {

@@ -12,13 +12,13 @@ import { CancelledError } from '../shared/cancel.ts';
 import { cloneLocalRepository, type LocalCheckout } from '../workspace/local-clone.ts';
 import { groupLeftOut, type LeftOutGroup } from '../workspace/leftovers.ts';
 import type { EffectiveConfig } from './effective-config.ts';
-import { classifyFailure, faultOf } from './failures.ts';
+import { classifyFailure, failedOutcome } from './failures.ts';
 import type { InstructionsSummary } from './instructions.ts';
 import { localPlug, type LocalFacts, type LocalOverrides } from './kinds/local.ts';
 import { writeOutcome, type RunOutcome } from './outcome.ts';
 import type { AttemptSummary } from './best-of-k.ts';
 import { phaseStepper, type RunContext, type RunRecord, type RunSettings } from './run-context.ts';
-import { SetupError, type SetupNetworkProvider } from './sandbox-session.ts';
+import type { SetupNetworkProvider } from './sandbox-session.ts';
 import { SandboxSlots } from './sandbox-slots.ts';
 import { REAL_STAGES, runSpine, type SpineStages } from './spine.ts';
 import { evidenceSection, reproductionSection, setupSection, testsSection, type SetupSection, type TestsSection } from './run-report.ts';
@@ -98,6 +98,8 @@ export interface LocalRunResult {
   error?: string;
   /** With outcome `failed`: the repository's or the run's to fix (`user`: configuration, setup, a secret in the change), or Lilypad's (`infrastructure`). */
   error_kind?: 'user' | 'infrastructure';
+  /** With outcome `failed`: what to do about it, in the words of the app's status comment. */
+  todo?: string;
   out_dir: string;
 }
 
@@ -135,13 +137,13 @@ export async function runLocal(opts: LocalRunOptions): Promise<LocalRunResult> {
   try {
     outcome = await runSpine(ctx, plug, keepRun);
   } catch (err) {
-    outcome = failedOutcome(err, opts.signal);
+    outcome = localFailure(err, opts.signal);
     await writeFile(path.join(opts.outDir, 'patch.diff'), Buffer.alloc(0));
   }
   durations['total'] = Date.now() - started;
   const result = localResult(opts, runId, outcome, facts, durations);
   await writeOutcome({ recorder: ctx.recorder, result: () => writeFile(path.join(opts.outDir, 'result.json'), `${JSON.stringify(ctx.scanner().redactDeep(result), null, 2)}\n`) }, 'local', outcome, started);
-  ctx.log.info({ runId, outcome: outcome.result, exitReason: result.exit_reason, steps: result.steps, patchBytes: result.patch.bytes, error: result.error }, 'run finished');
+  ctx.log.info({ runId, outcome: outcome.result, exitReason: result.exit_reason, steps: result.steps, patchBytes: result.patch.bytes, error: result.error, ...(outcome.result === 'failed' ? { cause: outcome.error } : {}) }, 'run finished');
   return result;
 }
 
@@ -185,16 +187,10 @@ function nullRecorder(): RunRecord {
   return { task: () => undefined, config: () => undefined, phase: () => undefined, step: () => undefined, tests: () => undefined, warning: () => undefined, finish: async () => undefined };
 }
 
-function failedOutcome(err: unknown, signal: AbortSignal | undefined): RunOutcome {
+/** The same judge as a queued job's (failures.ts): a local run is never retried. */
+function localFailure(err: unknown, signal: AbortSignal | undefined): RunOutcome {
   if (err instanceof CancelledError || signal?.aborted) return { result: 'cancelled', why: 'the run was cancelled' };
-  if (err instanceof SetupError) {
-    // As in the app: a failing setup command is the user's to fix, and nothing after it ran.
-    const tail = err.outcome.outputTail.trim().split('\n').slice(-10).join('\n');
-    const what = `${err.message}, so the run stopped before the tests and the agent${tail ? `; its output ended with:\n${tail}` : ' (it printed nothing)'}`;
-    return { result: 'failed', what, todo: '', error: what, retry: false, fault: 'user' };
-  }
-  const verdict = classifyFailure(err);
-  return { result: 'failed', what: verdict.what, todo: verdict.todo, error: (err as Error).message, retry: false, fault: faultOf(err) };
+  return failedOutcome(err, classifyFailure(err), false);
 }
 
 function localResult(opts: LocalRunOptions, runId: string, outcome: RunOutcome, facts: LocalFacts, durations: Record<string, number>): LocalRunResult {
@@ -203,7 +199,8 @@ function localResult(opts: LocalRunOptions, runId: string, outcome: RunOutcome, 
   const config = facts.effective?.config;
   const published = facts.published ?? Buffer.alloc(0);
   const warnings = [...facts.warnings, ...(agent?.warnings ?? [])];
-  const error = outcome.result === 'failed' ? outcome.error : outcome.result === 'cancelled' ? 'the run was cancelled' : agent?.error;
+  // A failure reads as the app's status comment says it (the judge's words); the raw error is logged.
+  const error = outcome.result === 'failed' ? outcome.what : outcome.result === 'cancelled' ? 'the run was cancelled' : agent?.error;
   const attempts = facts.run?.attempts;
   return {
     run_id: runId,
@@ -237,7 +234,7 @@ function localResult(opts: LocalRunOptions, runId: string, outcome: RunOutcome, 
     },
     warnings,
     ...(error ? { error } : {}),
-    ...(outcome.result === 'failed' ? { error_kind: outcome.fault } : {}),
+    ...(outcome.result === 'failed' ? { error_kind: outcome.fault, ...(outcome.todo ? { todo: outcome.todo } : {}) } : {}),
     out_dir: opts.outDir,
   };
 }

@@ -136,7 +136,8 @@ describe('lilypad run: the quick start with pytest, and --setup', () => {
       { LILYPAD_SETUP_EGRESS: 'none' },
     );
     assert.equal(run.code, 1, run.stderr + run.stdout);
-    assert.match(run.stdout, /exit reason: error \(the setup command `echo "checking the proxy"; test -n "\$HTTP_PROXY" \|\| exit 3` failed \(exit 3\), so the run stopped before the tests and the agent; its output ended with:\nchecking the proxy\)/);
+    assert.match(run.stdout, /exit reason: error \(the setup command `echo "checking the proxy"; test -n "\$HTTP_PROXY" \|\| exit 3` failed \(exit 3\), so the run stopped before the tests and the agent\. Its output ended with:\n\n```text\nchecking the proxy\n```\)/);
+    assert.match(run.stdout, /what to do: fix the `setup` commands/);
     assert.match(run.stdout, /setup \(echo one\): passed \(exit 0\)/);
     const result = JSON.parse(readFileSync(path.join(out, 'result.json'), 'utf8'));
     assert.equal(result.setup.network, 'none');
