@@ -6,6 +6,7 @@ import { reconcileMissedTriggers } from '../github/reconcile.ts';
 import type { StatusComments } from '../github/status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
 import { jobFinished } from '../observability/metrics.ts';
+import type { RunStore } from '../observability/run-store.ts';
 import { handleEvent } from '../pipeline/triggers.ts';
 import type { CancelBus } from '../store/cancel-bus.ts';
 import { EVENTS_QUEUE, eventJobSchema, type EventJob, type RunJob } from '../store/jobs.ts';
@@ -25,6 +26,8 @@ export interface EventWorkerDeps {
   redisUrl: string;
   status: StatusComments;
   cancelBus: CancelBus;
+  /** Run records of jobs a cancel removes before they start. */
+  runStore: RunStore;
   /** The run queue as the trigger logic sees it, and BullMQ's own queues for the reconcile sweep. */
   runQueue: RunQueue;
   runsQueue: Queue<RunJob>;
@@ -45,7 +48,7 @@ export function startEventWorker(deps: EventWorkerDeps): Worker<EventJob> {
       const evt = eventJobSchema.parse(job.data);
       const started = Date.now();
       try {
-        const outcome = await handleEvent(evt, { env, github: deps.github, runs: deps.runQueue, redis, status: deps.status, cancelBus: deps.cancelBus, logger });
+        const outcome = await handleEvent(evt, { env, github: deps.github, runs: deps.runQueue, redis, status: deps.status, cancelBus: deps.cancelBus, logger, runStore: deps.runStore });
         logger.info({ delivery: evt.deliveryId, kind: evt.kind, issue: 'issueNumber' in evt ? `${evt.owner}/${evt.repo}#${evt.issueNumber}` : `${evt.owner}/${evt.repo}@${evt.headSha.slice(0, 7)}`, outcome }, 'event handled');
         jobFinished('event', 'handled', (Date.now() - started) / 1000);
         return outcome;

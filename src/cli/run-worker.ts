@@ -1,7 +1,7 @@
 import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { RunJobOutcome } from '../pipeline/job-context.ts';
-import { FinalFailure, HandBack, LOST_LOCK, LostClaim, runQueuedJob, type QueuedRun, type RunnerDeps } from '../pipeline/job-runner.ts';
-import { RUNS_QUEUE, reportedNumber, runJobSchema, type RunJob } from '../store/jobs.ts';
+import { failStalledJob, FinalFailure, HandBack, LOST_LOCK, LostClaim, runQueuedJob, type QueuedRun, type RunnerDeps } from '../pipeline/job-runner.ts';
+import { RUNS_QUEUE, runJobSchema, type RunJob } from '../store/jobs.ts';
 import { createRedis } from '../store/redis.ts';
 import { LABEL_INSTALLATION, LABEL_INSTANCE, LABEL_JOB, LABEL_PREFIX } from './worker-labels.ts';
 
@@ -74,7 +74,7 @@ export function startRunWorker(place: RunWorkerPlace, deps: Omit<RunnerDeps, 'la
 }
 
 /** What BullMQ reports about jobs outside their processor: lost locks and jobs failed as stalled. */
-function watchRunWorker(runs: Worker<RunJob, RunJobOutcome>, deps: Pick<RunnerDeps, 'github' | 'status' | 'logger'>): void {
+function watchRunWorker(runs: Worker<RunJob, RunJobOutcome>, deps: Pick<RunnerDeps, 'github' | 'status' | 'logger' | 'runStore' | 'workerId'>): void {
   const { logger } = deps;
   runs.on('error', (err) => logger.error({ err: err.message }, 'worker error'));
   // Redis was unreachable long enough for the job's lock to lapse: another worker may take the job
@@ -88,12 +88,8 @@ function watchRunWorker(runs: Worker<RunJob, RunJobOutcome>, deps: Pick<RunnerDe
     if (!job || !/stalled/i.test(err.message)) return;
     const parsed = runJobSchema.safeParse(job.data);
     if (!parsed.success) return;
-    const data = parsed.data;
-    const ref = { owner: data.owner, repo: data.repo, issueNumber: reportedNumber(data) };
-    const failed = { state: 'failed', what: 'the workers running this job stopped unexpectedly several times.', todo: 'ask the Lilypad administrator to check the workers (memory, restarts), then run Lilypad again.' } as const;
-    void deps.github
-      .installation(data.installationId)
-      .then((client) => deps.status.set(client, ref, failed, data.triggeredBy, data.kind === 'followup' ? data.statusSlot : undefined))
-      .catch((e: unknown) => logger.error({ err: (e as Error).message }, 'status update failed'));
+    void failStalledJob(deps, { id: job.id ?? '', data: parsed.data, attemptsMade: job.attemptsMade }, err).catch((e: unknown) =>
+      logger.error({ err: (e as Error).message }, 'status update failed'),
+    );
   });
 }

@@ -75,6 +75,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const runsQueue = new Queue<RunJob>(RUNS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
   const eventsQueue = new Queue<EventJob>(EVENTS_QUEUE, { connection: createRedis(opts.redisUrl, { forWorker: true }), prefix });
   const runQueue = bullRunQueue(runsQueue, env);
+  const runStore = runStoreFromEnv(redis, env);
 
   // Every container and network this worker makes carries the installation's id; sweeps touch nothing else.
   const installation = await installationId(redis, prefix, { dataDir: env.LILYPAD_DATA_DIR, redisUrl: opts.redisUrl });
@@ -88,7 +89,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
   const labels = { [LABEL_WORKER]: workerId, [LABEL_INSTANCE]: instance, [LABEL_PREFIX]: prefix, [LABEL_INSTALLATION]: installation };
   const setupNetwork = opts.setupNetwork !== undefined ? opts.setupNetwork : await startEgress(env, opts.docker, labels, egressHosts, logger);
 
-  const events = startEventWorker({ env, github: opts.github, logger, redis, redisUrl: opts.redisUrl, status, cancelBus, runQueue, runsQueue, eventsQueue });
+  const events = startEventWorker({ env, github: opts.github, logger, redis, redisUrl: opts.redisUrl, status, cancelBus, runStore, runQueue, runsQueue, eventsQueue });
   const background = backgroundWork();
   const runs = startRunWorker(
     { redisUrl: opts.redisUrl, prefix, instance, installation, liveRuns: place.liveRuns },
@@ -106,7 +107,7 @@ export async function startWorker(opts: WorkerOptions): Promise<WorkerRuntime> {
       envCache: new EnvCache({ docker: opts.docker, owner: installation, dataDir: env.LILYPAD_DATA_DIR, maxBytes: env.LILYPAD_ENV_CACHE_GB * 1024 ** 3, maxAgeHours: env.LILYPAD_ENV_MAX_AGE_HOURS, logger }),
       status,
       cancelBus,
-      runStore: runStoreFromEnv(redis, env),
+      runStore,
       runs: runQueue,
       processSecrets,
       background: background.add,

@@ -207,7 +207,7 @@ async function isLilypadsHead(f: PullFacts): Promise<boolean> {
 }
 
 function followupDeps(deps: TriggerDeps): FollowupDeps {
-  return { redis: deps.redis, prefix: deps.env.LILYPAD_QUEUE_PREFIX, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus };
+  return { redis: deps.redis, prefix: deps.env.LILYPAD_QUEUE_PREFIX, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus, runStore: deps.runStore };
 }
 
 /**

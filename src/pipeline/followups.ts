@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { GitHubClient, IssueRef } from '../github/client.ts';
 import { replyOnce } from '../github/replies.ts';
 import type { StatusWriter } from '../github/status-comment.ts';
+import type { RunStore } from '../observability/run-store.ts';
 import type { CancelBus } from '../store/cancel-bus.ts';
 import {
   appendRequest,
@@ -19,6 +20,7 @@ import {
 } from '../store/followup-requests.ts';
 import { followupJobId } from '../store/jobs.ts';
 import { isLive, type RunQueue } from '../store/run-queue.ts';
+import { writeQueuedJobOutcome } from './outcome.ts';
 
 /**
  * Follow-up runs on Lilypad's pull requests, serialised per pull request: one runs at a time;
@@ -43,6 +45,7 @@ export interface FollowupDeps {
   runs: RunQueue;
   status: StatusWriter;
   cancelBus: CancelBus;
+  runStore: RunStore;
 }
 
 const prRef = (t: FollowupPullRef): IssueRef => ({ owner: t.owner, repo: t.repo, issueNumber: t.pullNumber });
@@ -108,7 +111,7 @@ export async function cancelFollowups(deps: FollowupDeps, client: GitHubClient, 
       const data = await deps.runs.data(current);
       if (await deps.runs.remove(current)) {
         await clearCurrentFollowup(deps.redis, deps.prefix, target);
-        if (data?.kind === 'followup' && data.statusSlot) await deps.status.set(client, prRef(target), { state: 'cancelled', by, why }, data.triggeredBy, data.statusSlot);
+        if (data?.kind === 'followup') await writeQueuedJobOutcome(deps, client, { id: current, data, attempt: 0 }, { result: 'cancelled', by, why });
         return `removed waiting follow-up ${current}`;
       }
     }

@@ -15,7 +15,7 @@ import { followupEnded, type FollowupPullRef } from './followups.ts';
 import { createJobContext, type JobContext, type JobDeps, type RunJobOutcome } from './job-context.ts';
 import { runFollowup } from './kinds/followup.ts';
 import { issuePlug } from './kinds/issue.ts';
-import { writeOutcome, type OutcomeSinks, type RunOutcome } from './outcome.ts';
+import { writeOutcome, writeQueuedJobOutcome, type OutcomeSinks, type RunOutcome } from './outcome.ts';
 import { runSpine } from './spine.ts';
 import { RunStatus } from './run-status.ts';
 
@@ -194,13 +194,29 @@ function toQueueError(outcome: RunOutcome, err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err));
 }
 
+/** Said when the queue fails a job whose workers kept dying (BullMQ's stalled limit). */
+const STALLED = {
+  what: 'the workers running this job stopped unexpectedly several times.',
+  todo: 'ask the Lilypad administrator to check the workers (memory, restarts), then run Lilypad again.',
+};
+
+/**
+ * A job the queue failed as stalled, without running it again: its status comment would say
+ * "Running" for ever. Its outcome is written as any other (status, run record, metric).
+ */
+export async function failStalledJob(deps: Pick<RunnerDeps, 'github' | 'status' | 'runStore' | 'workerId'>, job: { id: string; data: RunJob; attemptsMade: number }, err: Error): Promise<void> {
+  const client = await deps.github.installation(job.data.installationId);
+  const outcome: RunOutcome = { result: 'failed', ...STALLED, error: err.message, retry: false, fault: 'infrastructure' };
+  await writeQueuedJobOutcome(deps, client, { id: job.id, data: job.data, attempt: job.attemptsMade }, outcome);
+}
+
 /** A follow-up that ended (done, failed for good, cancelled) lets the next one for its pull request start. */
 async function afterFollowup(run: QueuedRun, deps: RunnerDeps): Promise<void> {
   const data = run.data;
   if (data.kind !== 'followup') return;
   const target: FollowupPullRef = { installationId: data.installationId, repoId: data.repoId, owner: data.owner, repo: data.repo, pullNumber: data.pullNumber, issueNumber: data.issueNumber };
   const client = await deps.github.installation(data.installationId);
-  await followupEnded({ redis: deps.redis, prefix: deps.env.LILYPAD_QUEUE_PREFIX, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus }, client, target, run.id).catch((err: unknown) =>
+  await followupEnded({ redis: deps.redis, prefix: deps.env.LILYPAD_QUEUE_PREFIX, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus, runStore: deps.runStore }, client, target, run.id).catch((err: unknown) =>
     deps.logger.error({ err: (err as Error).message, job: run.id }, 'could not queue the next follow-up'),
   );
 }

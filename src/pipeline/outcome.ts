@@ -1,5 +1,10 @@
-import type { RunFinish } from '../observability/run-store.ts';
-import type { StatusState } from '../github/status-comment.ts';
+import os from 'node:os';
+import type { GitHubClient } from '../github/client.ts';
+import type { StatusState, StatusWriter } from '../github/status-comment.ts';
+import { jobFinished } from '../observability/metrics.ts';
+import type { RunFinish, RunStore } from '../observability/run-store.ts';
+import { SecretScanner } from '../observability/secrets.ts';
+import { reportedNumber, type RunJob } from '../store/jobs.ts';
 
 /**
  * How a run ended, for every kind of run. Written once, here (writeOutcome): the status the
@@ -105,4 +110,33 @@ export function metricOf(o: RunOutcome): string {
   if (o.result === 'failed') return o.retry ? 'retried' : 'failed';
   if (o.result === 'revised') return 'revised';
   return o.result;
+}
+
+/** Where the outcome of a queued job goes when no runner of it writes it. */
+export interface QueuedJobSinks {
+  runStore: RunStore;
+  status: StatusWriter;
+  /** Who writes the record (default: this machine's name). */
+  workerId?: string | undefined;
+}
+
+/**
+ * The outcome of a queued job that ended without its runner: removed while it waited (a cancel),
+ * or failed by the queue after its workers died. Written like any other: the status comment,
+ * a run record (named as the runner names its runs) and the jobs metric.
+ */
+export async function writeQueuedJobOutcome(sinks: QueuedJobSinks, client: GitHubClient, job: { id: string; data: RunJob; attempt: number }, outcome: RunOutcome): Promise<void> {
+  const { data } = job;
+  const ref = { owner: data.owner, repo: data.repo, issueNumber: reportedNumber(data) };
+  // A follow-up's status lives in its slot of the pull request's comment; without one it has none.
+  const slot = data.kind === 'followup' ? data.statusSlot : undefined;
+  const say = (s: StatusState) => sinks.status.set(client, ref, s, data.triggeredBy, slot);
+  const status = data.kind === 'followup' && !slot ? undefined : { finish: say, phase: say };
+  const recorder = sinks.runStore.recorder(
+    { runId: `${job.id}-${Date.now().toString(36)}`, jobId: job.id, owner: data.owner, repo: data.repo, repoId: data.repoId, issueNumber: ref.issueNumber, triggeredBy: data.triggeredBy, attempt: job.attempt, workerId: sinks.workerId ?? os.hostname() },
+    new SecretScanner([]),
+  );
+  const kind = data.kind === 'followup' ? 'followup' : 'run';
+  // No run of the job is being timed here: it counts with a duration of 0.
+  await writeOutcome({ status, recorder, metrics: (k, o, seconds) => jobFinished(k === 'followup' ? 'followup' : 'run', o, seconds) }, kind, outcome, Date.now());
 }

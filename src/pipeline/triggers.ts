@@ -8,6 +8,7 @@ import { acknowledge, comment, politeRefusal, replyOnce, type Acknowledged } fro
 import { CONFIG_PATH, loadRepoConfig } from '../github/repo-config-loader.ts';
 import type { StatusComments } from '../github/status-comment.ts';
 import type { Logger } from '../observability/logger.ts';
+import type { RunStore } from '../observability/run-store.ts';
 import type { CancelBus } from '../store/cancel-bus.ts';
 import { clearFinishing, isFinishing } from '../store/finishing-marks.ts';
 import { forgetIssueEdits, recordIssueEdit, type IssueEdit } from '../store/issue-edits.ts';
@@ -19,6 +20,7 @@ import { cancelFollowups, requestFollowup, type FollowupDeps, type FollowupPullR
 import { readPrRecord } from '../store/pull-records.ts';
 import { keys } from '../store/keys.ts';
 import { readWithheld } from '../store/withheld-changes.ts';
+import { writeQueuedJobOutcome } from './outcome.ts';
 
 export interface TriggerDeps {
   env: Env;
@@ -28,6 +30,8 @@ export interface TriggerDeps {
   status: StatusComments;
   cancelBus: CancelBus;
   logger: Logger;
+  /** Where the run record of a job removed while it waits is written. */
+  runStore: RunStore;
 }
 
 export type Intent = { kind: 'trigger'; label: string } | { kind: 'cancel'; why: string } | { kind: 'publish' } | { kind: 'ignore' };
@@ -176,7 +180,7 @@ async function cancel(evt: IssueEventJob, deps: TriggerDeps, octokit: GitHubClie
     if (state !== 'active') {
       // false: it became active meanwhile; cancel it where it runs
       if (await deps.runs.remove(jobId)) {
-        await deps.status.set(octokit, ref, { state: 'cancelled', by, why }, job.triggeredBy);
+        await writeQueuedJobOutcome(deps, octokit, { id: jobId, data: job, attempt: 0 }, { result: 'cancelled', by, why });
         await acknowledge(octokit, ref, acknowledged(evt));
         return `removed queued job ${jobId}`;
       }
@@ -294,7 +298,7 @@ async function handlePullRequestEvent(evt: IssueEventJob, deps: TriggerDeps, oct
   const target: FollowupPullRef | null = record
     ? { installationId: evt.installationId, repoId: evt.repoId, owner: evt.owner, repo: evt.repo, pullNumber: evt.issueNumber, issueNumber: record.issueNumber }
     : null;
-  const fdeps: FollowupDeps = { redis: deps.redis, prefix, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus };
+  const fdeps: FollowupDeps = { redis: deps.redis, prefix, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus, runStore: deps.runStore };
   // Closing needs no permission check: a follow-up for a closed pull request is stale anyway.
   if (evt.kind === 'pr_closed') return target ? cancelFollowups(fdeps, octokit, target, undefined, 'the pull request was closed') : 'ignored: not a Lilypad pull request';
 

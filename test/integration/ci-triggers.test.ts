@@ -16,6 +16,7 @@ import { GitHubApp } from '../../src/github/app-auth.ts';
 import { StatusComments } from '../../src/github/status-comment.ts';
 import { lilypadApp } from '../../src/github/webhooks.ts';
 import { createLogger } from '../../src/observability/logger.ts';
+import { RunStore } from '../../src/observability/run-store.ts';
 import { handleEvent, type TriggerDeps } from '../../src/pipeline/triggers.ts';
 import { requestFollowup } from '../../src/pipeline/followups.ts';
 import { CancelBus } from '../../src/store/cancel-bus.ts';
@@ -90,7 +91,7 @@ before(async () => {
   const env = loadEnv({ OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', LILYPAD_QUEUE_PREFIX: prefix, LOG_LEVEL: 'silent' });
   const logger = createLogger({ level: 'silent' });
   const github = new GitHubApp({ appId: gh.appId, privateKey: gh.privateKeyPem, endpoints: { apiUrl: gh.apiUrl }, log: logger, writeSpacingMs: 20 }); // the stand-in is not GitHub: no second between writes
-  deps = { env, github, runs: bullRunQueue(queue, env), redis, status: new StatusComments(redis, prefix), cancelBus: new CancelBus(redis, prefix, logger), logger };
+  deps = { env, github, runs: bullRunQueue(queue, env), redis, status: new StatusComments(redis, prefix), cancelBus: new CancelBus(redis, prefix, logger), logger, runStore: new RunStore(redis, { prefix, retentionDays: 1, maxBytes: 1024 * 1024 }) };
 });
 
 after(async () => {
@@ -138,7 +139,7 @@ describe('a failing CI result on a Lilypad pull request (ci_fix: auto)', () => {
   test('while another follow-up waits, the automatic fix is skipped (not folded into it), said once, and not counted', async () => {
     const { pr, head, repoId } = await lilypadPull('busy', 'ci_fix: auto\n');
     const target = { installationId, repoId, owner: OWNER, repo: 'busy', pullNumber: pr, issueNumber: 1 };
-    const fdeps = { redis, prefix, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus };
+    const fdeps = { redis, prefix, runs: deps.runs, status: deps.status, cancelBus: deps.cancelBus, runStore: deps.runStore };
     const client = await deps.github.installation(installationId);
     const review = await requestFollowup(fdeps, client, target, { by: 'alice', instructions: 'rename things', trigger: 'comment', deliveryId: 'd-review', at: new Date().toISOString() });
     assert.match(review, /^queued: fu-/);
