@@ -131,7 +131,8 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
   const gitPushFailures: Array<{ status: number; left: number; hits: number }> = [];
   const graphql = { enabled: true };
   // Every REST request and JSON answer is held to GitHub's published descriptions (conformance.ts).
-  const conformance = opts.conformance === false ? undefined : openSink();
+  // GITHUB_STANDIN_CONFORMANCE=off turns it off for a whole run (to measure what it costs).
+  const conformance = opts.conformance === false || process.env['GITHUB_STANDIN_CONFORMANCE'] === 'off' ? undefined : openSink();
   // GitHub answers 404 for a route it does not have and 422 for parameters or a body it refuses.
   const nonConforming = (problems: string[]): ApiResponse & { accepted: string } => {
     const status = problems.some((p) => / no operation /.test(p)) ? 404 : 422;
