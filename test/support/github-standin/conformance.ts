@@ -58,6 +58,27 @@ const SCHEMA_INACCURACIES: ReadonlyArray<{ what: string; apply(spec: Obj): void 
     },
   },
   {
+    // A review comment on a line that a later push changed (outdated) has `"position": null` and
+    // `"line": null` (its `original_*` fields keep the place); the schema says integer.
+    what: 'pull-request-review-comment position and line are null once the comment is outdated',
+    apply(spec) {
+      const c = ((spec['components'] as Obj)['schemas'] as Obj)['pull-request-review-comment'] as Obj;
+      for (const k of ['position', 'line']) ((c['properties'] as Obj)[k] as Obj)['nullable'] = true;
+    },
+  },
+  {
+    // A reply through POST .../pulls/{n}/comments names the comment it answers (`in_reply_to`)
+    // and GitHub takes the commit and path from it: the description's own text says "When
+    // specified, all parameters other than body are ignored", yet requires commit_id and path.
+    what: 'POST .../pulls/{n}/comments: with in_reply_to, only body is required',
+    apply(spec) {
+      const op = ((spec['paths'] as Obj)['/repos/{owner}/{repo}/pulls/{pull_number}/comments'] as Obj)['post'] as Obj;
+      const schema = (((op['requestBody'] as Obj)['content'] as Obj)['application/json'] as Obj)['schema'] as Obj;
+      schema['required'] = ['body'];
+      schema['anyOf'] = [{ required: ['commit_id', 'path'] }, { required: ['in_reply_to'] }];
+    },
+  },
+  {
     // The account is the user or organisation (or the enterprise) the app is installed on: one of
     // the two, as components/schemas/installation says (anyOf), not both at once (allOf).
     what: 'GET /app/installations: account is a user or an enterprise, not both',
