@@ -104,6 +104,8 @@ describe('reviews', () => {
     assert.match(JSON.stringify(e.response?.data), /Can not approve your own pull request/);
     gh.createUser('carol');
     await rejects(app.request('POST /repos/{owner}/{repo}/pulls/{pull_number}/reviews', { owner: 'acme', repo: 'calc', pull_number: pr, event: 'NOPE' as 'COMMENT' }), 422);
+    // Refused by the conformance check (the description lists the events), on purpose here.
+    assert.match(gh.takeConformanceViolations().join('\n'), /\/event must be equal to one of the allowed values/);
   });
 });
 

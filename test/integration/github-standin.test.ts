@@ -330,6 +330,8 @@ describe('REST resources', () => {
     assert.equal(again.data.id, first.data.id);
     assert.deepEqual(gh.reactions(id).map((r) => [r.content, r.user.login]), [['eyes', 'lilypad[bot]']]);
     await rejects(client.rest.reactions.createForIssueComment({ owner: 'acme', repo: 'widgets', comment_id: id, content: 'party' as 'eyes' }), 422);
+    // Refused by the conformance check (GitHub's description lists the reactions), on purpose here.
+    assert.match(gh.takeConformanceViolations().join('\n'), /\/content must be equal to one of the allowed values/);
     const onIssue = await client.rest.reactions.createForIssue({ owner: 'acme', repo: 'widgets', issue_number: 1, content: 'rocket' });
     assert.equal(onIssue.status, 201);
     assert.equal(gh.issue('acme', 'widgets', 1).reactions.rocket, 1);
@@ -373,6 +375,7 @@ describe('REST resources', () => {
     const body = (await res.json()) as Record<string, unknown>;
     assert.equal(body.message, 'Not Found');
     assert.equal(typeof body.documentation_url, 'string');
+    assert.match(gh.takeConformanceViolations().join('\n'), /no operation GET \/no\/such\/route/);
 
     const badJson = await fetch(`${gh.apiUrl}/repos/acme/widgets/issues/1/comments`, { method: 'POST', headers: { authorization: `token ${token}` }, body: '{oops' });
     assert.equal(badJson.status, 400);

@@ -570,7 +570,7 @@ export class RestApi {
     this.add('GET', '/search/issues', 'installation', 'issues=read; pull_requests=read', 'search/search#search-issues-and-pull-requests', (req) => {
       const items = this.searchIssues(req);
       const { page, headers } = this.paginate(req, items);
-      const json: IssueSearchResult = { total_count: items.length, incomplete_results: false, items: page.map((i) => ({ ...s.issue(i), score: 1 })) };
+      const json: IssueSearchResult = { total_count: items.length, incomplete_results: false, items: page.map((i) => ({ ...s.issue(i), score: 1 })), search_type: 'lexical' };
       return { status: 200, json, headers };
     });
 

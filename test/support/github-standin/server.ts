@@ -15,6 +15,8 @@ import path from 'node:path';
 import { generateAppKeys, resolveAuth } from './auth.ts';
 import type { AuthInfo } from './auth.ts';
 import { ciHelpers } from './ci-helpers.ts';
+import { checkRequest, checkResponse, closeSink, openSink, record as recordViolation, takeViolations } from './conformance.ts';
+import type { CheckedRequest } from './conformance.ts';
 import { serveJobLogDownload } from './ci-routes.ts';
 import { handleGit, isGitPath } from './git-http.ts';
 import { handleGraphql } from './graphql.ts';
@@ -93,6 +95,25 @@ function requestId(): string {
   return `${h.slice(0, 4)}:${h.slice(4, 8)}:${h.slice(8, 14)}:${h.slice(14, 20)}:${Math.floor(Date.now() / 1000).toString(16).toUpperCase()}`;
 }
 
+/** Keeps the JSON a handler answers with, for the conformance check of its answer. */
+function captureJson(res: ServerResponse): { json: unknown } {
+  const seen: { json: unknown } = { json: undefined };
+  const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
+  res.end = ((...args: unknown[]) => {
+    const chunk = args[0];
+    // writeHead's headers are not visible to getHeader: take what parses as JSON (HTML does not).
+    if ((typeof chunk === 'string' || Buffer.isBuffer(chunk)) && /^\s*[[{]/.test(chunk.toString().slice(0, 10))) {
+      try {
+        seen.json = JSON.parse(chunk.toString());
+      } catch {
+        // not JSON after all: nothing to check
+      }
+    }
+    return end(...args);
+  }) as ServerResponse['end'];
+  return seen;
+}
+
 export async function startGitHubStandin(opts: StandinOptions = {}): Promise<GitHubStandin> {
   const appId = opts.appId ?? 1;
   const appSlug = opts.appSlug ?? 'lilypad';
@@ -109,6 +130,34 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
   const failures: Array<{ rule: InjectedFailure; left: number; hits: number }> = [];
   const gitPushFailures: Array<{ status: number; left: number; hits: number }> = [];
   const graphql = { enabled: true };
+  // Every REST request and JSON answer is held to GitHub's published descriptions (conformance.ts).
+  // GITHUB_STANDIN_CONFORMANCE=off turns it off for a whole run (to measure what it costs).
+  const conformance = opts.conformance === false || process.env['GITHUB_STANDIN_CONFORMANCE'] === 'off' ? undefined : openSink();
+  // GitHub answers 404 for a route it does not have and 422 for parameters or a body it refuses.
+  const nonConforming = (problems: string[]): ApiResponse & { accepted: string } => {
+    const status = problems.some((p) => / no operation /.test(p)) ? 404 : 422;
+    return {
+      status,
+      json: {
+        // The 404 says what GitHub says; the violation recorded says why (and fails the test).
+        message: status === 404 ? 'Not Found' : `Invalid request: GitHub's REST description does not allow it: ${problems.join('; ')}`,
+        documentation_url: DOCS_ROOT,
+        status: String(status),
+      },
+      accepted: '',
+    };
+  };
+  const checkAnswer = (method: string, pathname: string, status: number, json: unknown): void => {
+    if (!conformance) return;
+    recordViolation(conformance, `the stand-in's answer ${status} to ${method} ${pathname}`, checkResponse(method, pathname, status, json));
+  };
+  const checkCall = (r: CheckedRequest): string[] => {
+    if (!conformance) return [];
+    const problems = checkRequest(r);
+    const q = r.query.toString();
+    recordViolation(conformance, `${r.method} ${r.pathname}${q ? `?${q}` : ''}${r.body === undefined ? '' : ` ${JSON.stringify(r.body).slice(0, 300)}`}`, problems);
+    return problems;
+  };
 
   // Rate limits: one core bucket per installation (as GitHub does for installation tokens), one for
   // the app's JWTs, one for anonymous callers. Counted, never enforced.
@@ -167,8 +216,11 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
         parseError = true;
       }
     }
-    const injected = parseError ? undefined : failures.find((f) => f.left > 0 && f.rule.match({ method: req.method ?? 'GET', path: pathname, body }));
-    if (injected) {
+    const problems = parseError || isGraphql ? [] : checkCall({ method: req.method ?? 'GET', pathname, query: url.searchParams, body, auth: auth.kind });
+    const injected = parseError || problems.length > 0 ? undefined : failures.find((f) => f.left > 0 && f.rule.match({ method: req.method ?? 'GET', path: pathname, body }));
+    if (problems.length > 0) {
+      result = nonConforming(problems);
+    } else if (injected) {
       injected.left -= 1;
       injected.hits += 1;
       const status = injected.rule.status;
@@ -190,6 +242,7 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
         : { status: 404, json: { message: 'Not Found', documentation_url: 'https://docs.github.com/graphql' }, accepted: '' };
     } else {
       result = rest.handle({ method: req.method ?? 'GET', pathname, query: url.searchParams, headers: req.headers, body, auth });
+      if (!result.raw) checkAnswer(req.method ?? 'GET', pathname, result.status, result.json ?? null);
     }
     if (pathname !== '/rate_limit' && auth.kind !== 'invalid') bucket.used += 1;
     const rl = snapshot(bucket);
@@ -242,14 +295,24 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     const receivedAt = Date.now();
     const url = new URL(req.url ?? '/', origin);
     try {
-      if (await manifestFlow.handle(req, res, url)) return; // GitHub's app manifest flow (manifest.ts)
+      // The manifest conversion and user-token calls are answered by manifest.ts and oauth.ts; they
+      // are held to the descriptions here (no body: both answer GET or body-less POST only).
+      const sideAnswer = conformance && url.pathname.startsWith('/api/v3/') ? captureJson(res) : undefined;
+      const sideChecked = (): void => {
+        if (!sideAnswer) return;
+        const pathname = url.pathname.slice('/api/v3'.length);
+        const user = /^(?:token|bearer)\s+ghu_/i.test(req.headers.authorization ?? '');
+        checkCall({ method: req.method ?? 'GET', pathname, query: url.searchParams, body: undefined, auth: user ? 'user' : 'none' });
+        if (sideAnswer.json !== undefined) checkAnswer(req.method ?? 'GET', pathname, res.statusCode, sideAnswer.json);
+      };
+      if (await manifestFlow.handle(req, res, url)) return sideChecked(); // GitHub's app manifest flow (manifest.ts)
       // Injected failures apply to user-token (ghu_) REST calls too, which oauth.ts would otherwise answer first.
       const userTokenCall = /^(?:token|bearer)\s+ghu_/i.test(req.headers.authorization ?? '') && url.pathname.startsWith('/api/v3/');
       if (userTokenCall && failures.some((f) => f.left > 0 && f.rule.match({ method: req.method ?? 'GET', path: url.pathname.slice('/api/v3'.length), body: undefined }))) {
         await onApi(req, res, url, receivedAt);
         return;
       }
-      if (await handleOAuth(req, res, url, state, webhookSecret)) return; // OAuth web flow and user-token calls (oauth.ts)
+      if (await handleOAuth(req, res, url, state, webhookSecret)) return sideChecked(); // OAuth web flow and user-token calls (oauth.ts)
       if (url.pathname === '/api/v3' || url.pathname.startsWith('/api/v3/') || url.pathname === '/api/graphql') {
         await onApi(req, res, url, receivedAt);
         return;
@@ -359,6 +422,12 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
     gitRoot,
     registeredManifests: () => manifestFlow.registered,
     requests,
+    get conformanceViolations() {
+      return conformance?.all ?? [];
+    },
+    takeConformanceViolations(): string[] {
+      return conformance ? takeViolations(conformance) : [];
+    },
     deliveries,
     payloads,
 
@@ -554,6 +623,8 @@ export async function startGitHubStandin(opts: StandinOptions = {}): Promise<Git
         for (const s of sockets) s.destroy();
       });
       rmSync(root, { recursive: true, force: true });
+      // Anything that did not conform and no test has reported yet fails the caller (an after hook).
+      if (conformance) closeSink(conformance);
     },
   };
   return standin;

@@ -27,6 +27,11 @@ export interface StandinOptions {
   permissions?: PermissionSet;
   /** Events the app subscribes to (reported by GET /app). Default: issues, issue_comment, pull_request. */
   events?: string[];
+  /**
+   * Hold every REST request and JSON answer to GitHub's published descriptions (conformance.ts).
+   * Default true; false only for tests that send the stand-in what GitHub would refuse on purpose.
+   */
+  conformance?: boolean;
 }
 
 /** GitHub's `simple-user` shape. */
@@ -189,6 +194,8 @@ export interface IssueSearchItem extends Issue {
 export interface IssueSearchResult {
   total_count: number;
   incomplete_results: false;
+  /** Required by GitHub's descriptions since semantic issue search (`lexical` here: qualifiers and words). */
+  search_type: 'lexical';
   items: IssueSearchItem[];
 }
 
@@ -844,6 +851,13 @@ export interface GitHubStandin extends StandinReviewHelpers, StandinHistoryHelpe
   /** Expires every token issued so far (or one) now, as if its hour had passed. */
   expireTokens(token?: string): void;
   readonly requests: RecordedApiRequest[];
+  /** Requests and answers that did not conform to GitHub's REST descriptions, in order (conformance.ts). */
+  readonly conformanceViolations: readonly string[];
+  /**
+   * Takes the violations not yet reported (so they fail no test): for a test that sends a request
+   * GitHub would refuse on purpose, which asserts on what it gets back.
+   */
+  takeConformanceViolations(): string[];
   readonly deliveries: WebhookDelivery[];
 
   sendWebhook(targetUrl: string, event: string, payload: object, opts?: SendWebhookOptions): Promise<WebhookResult>;
