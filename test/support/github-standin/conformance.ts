@@ -34,6 +34,20 @@ export const APP_TOKEN_EXCEPTIONS: ReadonlyMap<string, string> = new Map<string,
 ]);
 
 /**
+ * Operations GitHub serves that its description leaves out, each checked as the described operation
+ * it answers like. `GET /repositories/{id}`: a repository by the id that survives renames (the run
+ * pages decide access by it); GitHub answers it exactly as `GET /repos/{owner}/{repo}`.
+ */
+const UNDESCRIBED_ALIASES: ReadonlyArray<{ method: string; pattern: RegExp; as: string }> = [
+  { method: 'GET', pattern: /^\/repositories\/\d+$/, as: '/repos/by-id/by-id' },
+];
+
+/** The path to check `pathname` as: itself, or the described operation an undescribed one answers like. */
+function describedPath(method: string, pathname: string): string {
+  return UNDESCRIBED_ALIASES.find((a) => a.method === method && a.pattern.test(pathname))?.as ?? pathname;
+}
+
+/**
  * Where the description says less than GitHub sends, reported upstream as "schema inaccuracies";
  * each is corrected in the schema (not skipped), so the rest of the answer is still checked.
  */
@@ -289,7 +303,7 @@ export function checkRequest(req: CheckedRequest): string[] {
   const out: string[] = [];
   const what = `${req.method} ${req.pathname}`;
   for (const d of descriptions()) {
-    const hit = d.find(req.method, req.pathname);
+    const hit = d.find(req.method, describedPath(req.method, req.pathname));
     if (!hit) {
       out.push(`${d.name}: no operation ${what}${d.hasPath(req.pathname) ? ' (the path exists with other methods)' : ''}`);
       continue;
@@ -350,7 +364,7 @@ export function checkResponse(method: string, pathname: string, status: number, 
   if (status === 304 || status >= 500) return [];
   const out: string[] = [];
   for (const d of descriptions()) {
-    const hit = d.find(method, pathname);
+    const hit = d.find(method, describedPath(method, pathname));
     if (!hit) continue; // reported with the request
     const { route } = hit;
     const op = `${route.method} ${route.template}`;

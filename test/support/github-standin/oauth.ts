@@ -148,13 +148,13 @@ export async function handleOAuth(req: IncomingMessage, res: ServerResponse, url
   const user = state.findUser(rec.login)!;
   const api = path.slice('/api/v3'.length);
   if (req.method === 'GET' && api === '/user') {
-    json(res, 200, state.user(user));
+    json(res, 200, state.authenticatedUser(user));
     return true;
   }
   const withPermissions = (repo: RepoRec) => {
     const role = state.roleOf(repo, user);
     const write = role === 'write' || role === 'maintain' || role === 'admin';
-    return { ...state.repo(repo), permissions: { admin: role === 'admin', maintain: role === 'maintain' || role === 'admin', push: write, triage: write || role === 'triage', pull: true } };
+    return { ...state.repo(repo), temp_clone_token: '', network_count: 0, subscribers_count: 0, permissions: { admin: role === 'admin', maintain: role === 'maintain' || role === 'admin', push: write, triage: write || role === 'triage', pull: true } };
   };
   const repoPath = /^\/repos\/([^/]+)\/([^/]+)$/.exec(api);
   const repoIdPath = /^\/repositories\/(\d+)$/.exec(api);

@@ -589,6 +589,35 @@ export class StandinState {
     };
   }
 
+  /** GET /user with the user's own token: GitHub's private-user shape (the profile and the account's counts). */
+  authenticatedUser(u: UserRec): User & Record<string, unknown> {
+    const stamp = '2024-01-01T00:00:00Z';
+    const own = [...this.repos.values()].filter((r) => r.owner === u);
+    return {
+      ...this.user(u),
+      user_view_type: 'private',
+      name: null,
+      company: null,
+      blog: '',
+      location: null,
+      email: null,
+      hireable: null,
+      bio: null,
+      public_repos: own.filter((r) => !r.private).length,
+      public_gists: 0,
+      followers: 0,
+      following: 0,
+      created_at: stamp,
+      updated_at: stamp,
+      private_gists: 0,
+      total_private_repos: own.filter((r) => r.private).length,
+      owned_private_repos: own.filter((r) => r.private).length,
+      disk_usage: 0,
+      collaborators: 0,
+      two_factor_authentication: true,
+    };
+  }
+
   app(): App {
     return {
       id: this.appId,

@@ -53,7 +53,7 @@ export interface User {
   events_url: string;
   received_events_url: string;
   type: 'User' | 'Bot' | 'Organization';
-  user_view_type: 'public';
+  user_view_type: 'public' | 'private';
   site_admin: boolean;
 }
 
